@@ -1,0 +1,139 @@
+"""The plan as frozen dataclasses: what `schema.load_plan` returns.
+
+Units are SI throughout: bytes, seconds, FLOP/s, bytes/s, requests/s, dollars.
+Every other part of capcon (sizing, the simulator, the console) reads these
+types and never the YAML.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+WeightPrecision = Literal["fp16", "bf16", "int8", "fp8", "int4"]
+KvPrecision = Literal["fp16", "bf16", "fp8"]
+WorkloadKind = Literal["interactive", "deferrable"]
+OverflowMode = Literal["bounded_queue", "hosted", "defer"]
+
+DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    parameters: float  # count, e.g. 70e9
+    layers: int
+    kv_heads: int
+    head_dim: int
+    weight_precision: WeightPrecision
+    kv_precision: KvPrecision
+    attention_heads: int | None = None
+    hidden_size: int | None = None
+    max_model_len: int | None = None  # tokens; the context cap, when the plan sets one
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str  # preset name, or the plan's own label
+    memory_bytes: float
+    bandwidth_bytes_per_second: float
+    flops_per_second: float  # dense bf16
+    price_per_hour: float  # dollars per GPU-hour
+
+
+@dataclass(frozen=True)
+class Replica:
+    tensor_parallel: int | None  # None: choose automatically (1, 2, 4, 8)
+    usable_memory_share: float = 0.90
+    overhead_bytes_per_gpu: float = 0.0  # CUDA context, activations, TP buffers
+    # Fractions of the datasheet figures a real engine reaches; defaults from the
+    # H200 roofline calibration (decode 0.52-0.73 of bandwidth, prefill ~0.57).
+    bandwidth_efficiency: float = 0.70
+    compute_efficiency: float = 0.57
+    max_num_seqs: int = 256  # vLLM's batch cap; used by the simulator
+    block_size: int = 16  # tokens per KV block; used by the simulator
+
+
+@dataclass(frozen=True)
+class TokenStats:
+    input_mean: float
+    input_p95: float
+    output_mean: float
+    output_max: float
+
+
+@dataclass(frozen=True)
+class Targets:
+    ttft_p95_seconds: float
+    tpot_p95_seconds: float
+    e2e_p95_seconds: float | None = None
+    goodput_share: float = 0.99
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    kind: WorkloadKind
+    # 7 x 24: rps by day (Monday first) and hour, busiest five minutes of the hour.
+    rps_by_hour: tuple[tuple[float, ...], ...]
+    tokens: TokenStats
+    targets: Targets
+
+    @property
+    def peak_rps(self) -> float:
+        return max(max(day) for day in self.rps_by_hour)
+
+    @property
+    def mean_rps(self) -> float:
+        return sum(sum(day) for day in self.rps_by_hour) / (7 * 24)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    rps_per_replica: float  # measured at the goodput target
+    source: str  # "manual", or the benchmark that measured it
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Overflow:
+    mode: OverflowMode = "bounded_queue"
+    max_queue: int = 64  # requests waiting per replica before rejecting
+    max_wait_seconds: float = 5.0
+    hosted_model: str | None = None
+    hosted_url: str | None = None
+
+
+@dataclass(frozen=True)
+class DataRules:
+    prompts_may_leave: bool = False
+    location: str = ""
+
+
+@dataclass(frozen=True)
+class FleetSource:
+    """Where the live fleet is: scrape targets or a Prometheus server."""
+
+    targets: tuple[str, ...] = ()
+    prometheus_url: str | None = None
+    selector: str = ""  # PromQL label matchers, e.g. 'job="vllm"'
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    model: Model
+    gpu: Gpu
+    replica: Replica
+    workloads: tuple[Workload, ...]
+    capacity: Capacity
+    redundancy: int = 1  # N+1
+    lead_time_seconds: float = 600.0  # model load before a new replica serves
+    data: DataRules = field(default_factory=DataRules)
+    overflow: Overflow = field(default_factory=Overflow)
+    fleet: FleetSource | None = None
+    source_path: str = ""
+
+    @property
+    def interactive(self) -> tuple[Workload, ...]:
+        return tuple(w for w in self.workloads if w.kind == "interactive")
