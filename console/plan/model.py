@@ -78,6 +78,12 @@ class Workload:
     rps_by_hour: tuple[tuple[float, ...], ...]
     tokens: TokenStats
     targets: Targets
+    # Waiting before prefill starts, as the plan assumes it (METHOD §4's "about 1 s queue +
+    # prefill" is this allowance plus the prefill time the sizing computes).
+    queue_seconds: float = 0.5
+    # Gaps between arrivals are gamma-distributed with this shape (vLLM bench's --burstiness):
+    # 1 = Poisson, below 1 burstier. Used by the simulator's traffic generator.
+    burstiness: float = 1.0
 
     @property
     def peak_rps(self) -> float:

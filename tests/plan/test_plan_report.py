@@ -1,0 +1,119 @@
+"""`capcon plan` output: the JSON keys scripts rely on, the text report's figures and its warnings in words."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import BASE_PLAN, changed
+
+PLANS = Path(__file__).resolve().parents[2] / "plans"
+
+ISSUE_KEYS = {
+    "kv_bytes_per_token", "weight_bytes", "gpus_per_replica", "usable_bytes_per_replica", "kv_budget_bytes",
+    "time_in_system_seconds", "concurrency", "kv_needed_bytes", "kv_margin_share", "decode_step_seconds",
+    "stream_tokens_per_second", "aggregate_decode_tokens_per_second", "required_decode_tokens_per_second",
+    "prefill_flops_per_second", "single_stream_ceiling_tokens_per_second", "replicas_for_peak",
+    "replicas_with_redundancy", "fleet_cost_per_hour", "cost_per_million_tokens_peak", "cost_per_million_tokens_mean",
+    "expected_decode_step_seconds", "expected_stream_tokens_per_second", "expected_aggregate_decode_tokens_per_second",
+}  # fmt: skip
+SCHEDULE_KEYS = {"replicas_by_hour", "gpu_hours_month_schedule", "gpu_hours_month_always_on", "saving_share"}
+
+
+@pytest.mark.parametrize("plan", sorted(PLANS.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_plan_reports_in_text_and_json(capcon, plan):
+    code, text, err = capcon("plan", plan, "--schedule")
+    assert code == 0 and err == ""
+    for heading in ("Memory (one replica)", "At the peak, per replica", "Fleet and cost", "Week schedule"):
+        assert heading in text
+    code, out, _ = capcon("plan", plan, "--json", "--schedule")
+    figures = json.loads(out)
+    assert ISSUE_KEYS | SCHEDULE_KEYS <= figures.keys()
+    assert all(isinstance(figures[k], (int, float)) for k in ISSUE_KEYS - {"kv_margin_share"})
+
+
+def test_schedule_keys_only_with_schedule(plan_json):
+    figures = plan_json(PLANS / "assistant-70b.yaml")
+    assert ISSUE_KEYS <= figures.keys()
+    assert not SCHEDULE_KEYS & figures.keys()
+    assert isinstance(figures["warnings"], list)
+
+
+def test_text_report_shows_ideal_and_expected_side_by_side_with_inputs(capcon):
+    code, text, _ = capcon("plan", PLANS / "assistant-70b.yaml")
+    assert code == 0
+    lines = text.splitlines()
+    step = next(line for line in lines if line.strip().startswith("decode step"))
+    assert "30.4 ms" in step and "51.4 ms" in step and "2.00 TB/s" in step and "35.0 GB weights" in step
+    kv = next(line for line in lines if line.strip().startswith("KV per token"))
+    assert "327,680 B" in kv and "80 layers" in kv and "8 KV heads" in kv
+    assert any("ideal" in line and "expected" in line and "x 0.7" in line for line in lines)
+    cost = next(line for line in lines if line.strip().startswith("per M tokens, mean"))
+    assert "$4.63" in cost and "2.16 M output tokens/h" in cost
+
+
+def _warnings(plan_json, write_plan, changes) -> list[str]:
+    return plan_json(write_plan(changes))["warnings"]
+
+
+def test_a_comfortable_plan_has_no_warnings(plan_json, write_plan):
+    assert _warnings(plan_json, write_plan, {}) == []
+
+
+def test_warns_when_weights_do_not_fit(plan_json, write_plan):
+    changes = {"model": {"parameters": "70B"}, "gpu": {"preset": "L4-24GB"}, "replica": {"tensor_parallel": 2}}
+    found = _warnings(plan_json, write_plan, changes)
+    assert any(w.startswith("does not fit: 140.0 GB of weights exceed the 43.2 GB usable") for w in found)
+
+
+def test_warns_when_decode_has_no_margin(plan_json, write_plan):
+    # 8B BF16 on an L4: a step reads 16 GB at 300 GB/s, over 50 ms before any KV.
+    found = _warnings(plan_json, write_plan, {"gpu": {"preset": "L4-24GB"}, "capacity": {"rps_per_replica": 1}})
+    assert any(w.startswith("no decode margin") for w in found)
+    assert any(w.startswith("streaming under target") for w in found)
+
+
+def test_warns_about_prefill_bursts(plan_json, write_plan):
+    workload = changed(BASE_PLAN["workloads"][0], {"tokens": {"input_mean": 30000, "input_p95": 60000}})
+    changes = {"workloads": [workload], "model": {"max_model_len": None}}
+    found = _warnings(plan_json, write_plan, changes)
+    assert any(w.startswith("prefill will push streaming under target during bursts") for w in found)
+
+
+def test_warns_without_redundancy(plan_json, write_plan):
+    found = _warnings(plan_json, write_plan, {"redundancy": 0})
+    assert any(w.startswith("no redundancy") for w in found)
+
+
+def test_advises_a_context_cap(plan_json, write_plan):
+    found = _warnings(plan_json, write_plan, {"model": {"max_model_len": None}})
+    assert any(w.startswith("context cap advised: no model.max_model_len") and "4,000 tokens" in w for w in found)
+    found = _warnings(plan_json, write_plan, {"model": {"max_model_len": 131072}})
+    assert any(w.startswith("context cap advised: one request at max_model_len 131,072") for w in found)
+
+
+def test_warns_when_kv_cannot_hold_the_peak(plan_json, write_plan):
+    # 8B on an L4 holds 5.6 GB of KV; long contexts at 4 rps need far more.
+    workload = changed(BASE_PLAN["workloads"][0], {"tokens": {"input_mean": 6000, "input_p95": 7000}})
+    changes = {"workloads": [workload], "gpu": {"preset": "L4-24GB"}, "replica": {"tensor_parallel": 1}}
+    found = _warnings(plan_json, write_plan, changes)
+    assert any(w.startswith("KV cache short") for w in found)
+
+
+def test_warnings_are_printed_in_the_text_report(capcon, write_plan):
+    code, text, _ = capcon("plan", write_plan({"redundancy": 0}))
+    assert code == 0
+    assert "Warnings (judged on the expected figures)" in text
+    assert "  ! no redundancy:" in text
+
+
+def test_help_text_lists_options_presets_and_exit_status(capsys):
+    from console.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["plan", "--help"])
+    text = capsys.readouterr().out
+    for needle in ("--schedule", "--json", "FILE", "H100-80GB-SXM", "L4-24GB", "exit status", "expected_*"):
+        assert needle in text
