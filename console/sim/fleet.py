@@ -1,0 +1,158 @@
+"""A simulated fleet: N replica servers of a plan on loopback, the plan's traffic, spikes and faults.
+
+    async with SimFleet(plan, replicas=5, seed=1) as fleet:
+        print(fleet.urls)            # scrape targets: http://127.0.0.1:PORT (+ /metrics)
+        fleet.spike(3.0, 30)         # three times the load for 30 s
+        await fleet.fault(2, "down") # and back with fleet.clear_fault(2, "down")
+
+Traffic modes: "inprocess" puts requests straight into the engines (the HTTP
+servers still serve the API and /metrics): a 5-replica fleet at demo load stays
+far below one core, because no request is serialised, sent or streamed. This is
+what `capcon demo` uses. "http" sends every request as a real
+`/v1/completions` call through aiohttp, for tests of the API path; "off" sends
+nothing (an external load generator drives the fleet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from console.plan.model import Plan
+from console.sim.faults import DEFAULT_SLOW_FACTOR, check_kind
+from console.sim.server import ReplicaServer
+from console.sim.shape import ReplicaShape, replica_shape
+from console.sim.traffic import HttpTarget, LengthSampler, Target, TrafficGenerator, week_label
+
+TRAFFIC_MODES = ("inprocess", "http", "off")
+# A simulated day lasts five minutes by default.
+DEFAULT_TIME_SCALE = 288.0
+
+
+class SimFleet:
+    def __init__(
+        self,
+        plan: Plan,
+        replicas: int,
+        base_port: int = 0,
+        speed: float = DEFAULT_TIME_SCALE,
+        seed: int = 0,
+        rps_scale: float = 1.0,
+        traffic: str = "inprocess",
+        burstiness: float | None = None,
+        start_week_seconds: float = 7 * 3600.0,
+    ):
+        if replicas < 1:
+            raise ValueError(f"a fleet needs at least one replica, got {replicas}")
+        if traffic not in TRAFFIC_MODES:
+            raise ValueError(f"unknown traffic mode {traffic!r}: expected one of {', '.join(TRAFFIC_MODES)}")
+        if not plan.workloads:
+            raise ValueError("the plan has no workloads to simulate")
+        self.plan = plan
+        self.shape: ReplicaShape = replica_shape(plan)
+        if self.shape.num_blocks < 1:
+            raise ValueError(f"plan {plan.name!r}: the weights leave no memory for a KV cache")
+        self.seed = seed
+        self.mode = traffic
+        kv_dtype = "fp8" if plan.model.kv_precision == "fp8" else "auto"
+        answers = LengthSampler(plan.workloads[0].tokens, self.shape.max_model_len)
+        self.replicas = [
+            ReplicaServer(self.shape, index=i, port=(base_port + i) if base_port else 0, seed=seed * 1000 + i,
+                          answer_sampler=answers, kv_dtype=kv_dtype)
+            for i in range(replicas)
+        ]
+        self._generator_args = dict(time_scale=speed, rps_scale=rps_scale, burstiness=burstiness,
+                                    start_week_seconds=start_week_seconds, seed=seed)
+        self.traffic: TrafficGenerator | None = None
+        self._traffic_task: asyncio.Task | None = None
+        self._session = None
+        self._http_targets: list[HttpTarget] = []
+
+    # ---- addresses ----
+
+    @property
+    def urls(self) -> list[str]:
+        """Base URLs of the replicas (scrape targets take `<url>/metrics`)."""
+        return [replica.url for replica in self.replicas]
+
+    @property
+    def metrics_urls(self) -> list[str]:
+        return [f"{replica.url}/metrics" for replica in self.replicas]
+
+    # ---- life cycle ----
+
+    async def __aenter__(self) -> "SimFleet":
+        try:
+            for replica in self.replicas:
+                await replica.start()
+            targets = await self._targets()
+            max_len = min(self.shape.max_model_len, self.shape.kv_capacity_tokens)
+            self.traffic = TrafficGenerator(self.plan.workloads, targets, max_len, **self._generator_args)
+            if self.mode != "off":
+                self._traffic_task = asyncio.create_task(self.traffic.run(), name="sim-traffic")
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def _targets(self) -> Sequence[Target]:
+        if self.mode != "http":
+            return self.replicas
+        import aiohttp  # noqa: PLC0415 - only the HTTP mode needs a client
+
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600))
+        self._http_targets = [HttpTarget(r.url, self._session) for r in self.replicas]
+        return self._http_targets
+
+    async def close(self) -> None:
+        """Stop traffic, then every server; safe to call twice."""
+        if self._traffic_task is not None:
+            self._traffic_task.cancel()
+            try:
+                await self._traffic_task
+            except asyncio.CancelledError:
+                pass
+            self._traffic_task = None
+        for target in self._http_targets:
+            await target.close()
+        self._http_targets = []
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        for replica in self.replicas:
+            await replica.stop()
+
+    # ---- controls ----
+
+    def spike(self, factor: float, seconds: float) -> None:
+        self.traffic.spike(factor, seconds)
+
+    def _replica(self, index: int) -> ReplicaServer:
+        if not 0 <= index < len(self.replicas):
+            raise ValueError(f"no replica {index}: the fleet has replicas 0 to {len(self.replicas) - 1}")
+        return self.replicas[index]
+
+    async def fault(self, index: int, kind: str, factor: float = DEFAULT_SLOW_FACTOR) -> None:
+        await self._replica(index).apply_fault(check_kind(kind), factor=factor)
+
+    async def clear_fault(self, index: int, kind: str) -> None:
+        await self._replica(index).clear_fault(check_kind(kind))
+
+    async def clear_all_faults(self) -> None:
+        for replica in self.replicas:
+            for kind in ("down", "slow", "metrics_error", "metrics_hang", "metrics_garbage"):
+                await replica.clear_fault(kind)
+
+    def status(self) -> dict:
+        """What the fleet is doing now, for a status line: profile time, offered rate, replicas."""
+        traffic = self.traffic
+        return {
+            "week_time": week_label(traffic.week_seconds()) if traffic else "",
+            "offered_rps": traffic.total_rate() if traffic else 0.0,
+            "spike": traffic.spike_factor(traffic.now()) if traffic else 1.0,
+            "sent": traffic.stats.sent if traffic else 0,
+            "replicas": [replica.snapshot() for replica in self.replicas],
+        }

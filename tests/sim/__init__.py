@@ -1,0 +1,1 @@
+"""Tests of the simulated vLLM fleet (console/sim) and `capcon sim`."""

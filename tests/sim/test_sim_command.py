@@ -1,0 +1,113 @@
+"""`capcon sim` as a user runs it: a real process, real ports, Ctrl+C, nothing left behind."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PLAN = REPO / "plans" / "internal-assistant-18rps.yaml"
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        found += [int(p) for p in task.read_text().split()]
+    return found
+
+
+def _start(*args: str) -> tuple[subprocess.Popen, list[str], list[str]]:
+    """Start `capcon sim`, wait until it prints its targets; returns (process, urls, stdout lines so far)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "console", "sim", *args],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        for line in process.stdout:
+            lines.append(line)
+            if line.startswith("Ctrl+C stops it"):
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    if not ready.wait(30) or process.poll() is not None:
+        process.kill()
+        raise AssertionError(f"capcon sim did not start: {''.join(lines)} {process.stderr.read()}")
+    urls = [m.group(1) for line in lines for m in [re.match(r"\s+(http://127\.0\.0\.1:\d+)$", line.rstrip())] if m]
+    return process, urls, lines
+
+
+def _refused(url: str) -> bool:
+    host, port = url.removeprefix("http://").split(":")
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex((host, int(port))) != 0
+
+
+@pytest.mark.skipif(not PLAN.exists(), reason=f"{PLAN.name} not in plans/")
+def test_demo_style_fleet_stops_on_ctrl_c_and_leaves_no_process_or_port():
+    process, urls, _ = _start(str(PLAN), "--replicas", "5", "--time-scale", "2000", "--status-every", "0")
+    try:
+        assert len(urls) == 5
+        assert _children(process.pid) == []  # one process: nothing to orphan
+        deadline = time.monotonic() + 20
+        generated = 0.0
+        while generated == 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            for url in urls:
+                page = httpx.get(f"{url}/metrics", timeout=5).text
+                match = re.search(r'^vllm:generation_tokens_total\{[^}]*\} (\S+)', page, re.M)
+                generated += float(match.group(1))
+        assert generated > 0, "the plan's traffic reached no replica"
+    finally:
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=20)
+    stderr = process.stderr.read()
+    assert code == 0, stderr
+    assert "Traceback" not in stderr
+    assert all(_refused(url) for url in urls)
+
+
+@pytest.mark.skipif(not PLAN.exists(), reason=f"{PLAN.name} not in plans/")
+def test_sigterm_stops_it_too():
+    process, urls, _ = _start(str(PLAN), "--replicas", "2", "--traffic", "off", "--status-every", "0")
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=20) == 0
+    assert all(_refused(url) for url in urls)
+
+
+def test_taken_port_is_a_one_line_error(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "console", "sim", str(PLAN), "--replicas", "1", "--port", str(port)],
+            cwd=REPO, capture_output=True, text=True, timeout=60,
+        )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and f"--port {port}" in result.stderr
+
+
+def test_missing_plan_is_a_one_line_error(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "console", "sim", str(tmp_path / "none.yaml")],
+                            cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and "none.yaml" in result.stderr
