@@ -1,11 +1,256 @@
-"""`capcon watch` (placeholder until its issue lands)."""
+"""`capcon watch`: live fleet figures, by direct scrape or through Prometheus.
+
+`--once` takes two samples `--interval` apart, prints the fleet table (or JSON)
+and exits; without it the interactive console opens on the same Watcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import sys
+from dataclasses import replace
+
+from console.errors import UserError
+from console.fleet import format as fmt
+from console.metrics.figures import Figures, FleetFigures
+from console.watcher import Watcher
+
+JSON_FIELDS = (
+    "name",
+    "url",
+    "state",
+    "requests_per_second",
+    "prompt_tokens_per_second",
+    "generation_tokens_per_second",
+    "running",
+    "waiting",
+    "kv_usage",
+    "preemptions_per_second",
+    "prefix_hit_share",
+    "ttft_p50_seconds",
+    "ttft_p95_seconds",
+    "ttft_p99_seconds",
+    "itl_p95_seconds",
+    "tpot_p95_seconds",
+    "e2e_p95_seconds",
+    "queue_p95_seconds",
+    "mean_input_tokens",
+    "mean_output_tokens",
+)
+ANSWERED = ("up", "restarted", "stale")
+MIN_INTERVAL = 0.2
 
 
 def add_parser(sub):
-    parser = sub.add_parser("watch", help="(not built yet)")
+    parser = sub.add_parser(
+        "watch",
+        help="live fleet figures from vLLM /metrics or Prometheus",
+        description=(
+            "Watch a vLLM fleet: requests, tokens, queue, KV cache and latency percentiles over a window, "
+            "per replica and for the fleet. Targets come from --target or the plan's fleet section."
+        ),
+    )
+    parser.add_argument("plan", nargs="*", metavar="PLAN", help="plan file(s); the fleet section names the targets")
+    parser.add_argument("--target", action="append", default=[], metavar="URL", help="a replica's URL (host:port, or a full /metrics URL); repeat for each")
+    parser.add_argument("--source", choices=("scrape", "prometheus"), default=None, help="scrape replicas directly (default) or query Prometheus")
+    parser.add_argument("--prometheus", metavar="URL", help="Prometheus (or Thanos, Mimir) base URL, for --source prometheus")
+    parser.add_argument("--selector", default=None, metavar="SEL", help='PromQL label matchers choosing the fleet, e.g. \'job="vllm"\'')
+    parser.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between refreshes (default 2)")
+    parser.add_argument("--window", type=float, default=None, metavar="S", help="seconds the rates and percentiles cover (default 60; with --once and scrape, the span of the two samples)")
+    parser.add_argument("--once", action="store_true", help="take two samples --interval apart, print the table and exit")
+    parser.add_argument("--json", action="store_true", help="with --once: print one JSON object instead of the table")
+    parser.add_argument("--timeout", type=float, default=None, metavar="S", help="per-target (or per-query) timeout in seconds (default: the interval, at most 5)")
+    parser.add_argument("--token-env", metavar="VAR", help="send a bearer token read from this environment variable")
+    parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
     parser.set_defaults(run=run)
     return parser
 
 
+def _check(args) -> None:
+    if not math.isfinite(args.interval) or args.interval < MIN_INTERVAL:
+        raise UserError(f"--interval {args.interval:g}: expected at least {MIN_INTERVAL:g} seconds")
+    if args.window is not None and (not math.isfinite(args.window) or args.window <= 0):
+        raise UserError(f"--window {args.window:g}: expected a positive number of seconds")
+    if args.timeout is not None and (not math.isfinite(args.timeout) or args.timeout <= 0):
+        raise UserError(f"--timeout {args.timeout:g}: expected a positive number of seconds")
+    if args.json and not args.once:
+        raise UserError("--json: only with --once (the interactive console has no JSON output)")
+
+
+def _load_plans(paths: list[str]):
+    if not paths:
+        return None, []
+    try:
+        from console.plan.schema import load_plan
+    except ImportError:
+        raise UserError("plan files cannot be read yet in this build; give the replicas with --target URL") from None
+    plans = [load_plan(path) for path in paths]
+    return plans[0], plans
+
+
+def _window_seconds(args, kind: str = "scrape") -> float:
+    if args.window is not None:
+        return args.window
+    if args.once and kind == "scrape":
+        return args.interval + _timeout(args)  # the two samples, however long the first scrape took
+    return 60.0
+
+
+def _timeout(args) -> float:
+    return args.timeout if args.timeout is not None else min(max(args.interval, 1.0), 5.0)
+
+
+def source_kind(args, plans) -> str:
+    if args.source:
+        return args.source
+    has_prometheus = args.prometheus or any(getattr(p.fleet, "prometheus_url", None) for p in plans if p.fleet)
+    return "prometheus" if has_prometheus and not args.target else "scrape"
+
+
+def build_source(args, plans):
+    """The source the arguments and plan ask for; a UserError when they do not name a fleet."""
+    fleets = [p.fleet for p in plans if getattr(p, "fleet", None) is not None]
+    prometheus_url = args.prometheus or next((f.prometheus_url for f in fleets if f.prometheus_url), None)
+    kind = source_kind(args, plans)
+    from console.sources.scrape import ScrapeSource, bearer_token_from_env
+
+    if kind == "prometheus":
+        if not prometheus_url:
+            raise UserError("--source prometheus: no Prometheus URL; expected --prometheus URL or a plan fleet section with prometheus_url")
+        selector = args.selector if args.selector is not None else next((f.selector for f in fleets if f.selector), "")
+        try:
+            from console.sources.prometheus import PrometheusSource
+        except ImportError:
+            raise UserError("--source prometheus is not available in this build; use --source scrape with --target URL") from None
+        token = bearer_token_from_env(args.token_env)
+        return PrometheusSource(
+            prometheus_url,
+            selector,
+            _window_seconds(args, kind),
+            _timeout(args),
+            headers={"Authorization": f"Bearer {token}"} if token else None,
+            verify=not args.insecure,
+        )
+
+    from console.sources.base import targets_from
+
+    urls = list(args.target) or [url for f in fleets for url in f.targets]
+    if not urls:
+        raise UserError("no targets: expected --target URL (repeatable) or a plan file whose fleet section lists targets")
+    return ScrapeSource(
+        targets_from(urls),
+        timeout=_timeout(args),
+        token=bearer_token_from_env(args.token_env),
+        verify=not args.insecure,
+    )
+
+
 def run(args) -> int:
-    raise NotImplementedError
+    _check(args)
+    plan, plans = _load_plans(args.plan)
+    source = build_source(args, plans)
+    watcher = Watcher(source, _window_seconds(args, source_kind(args, plans)), plan=plan, interval_seconds=args.interval)
+    if args.once:
+        figures = asyncio.run(_twice(watcher, args.interval, args.window is not None))
+        print(json.dumps(once_json(figures), indent=2) if args.json else render_table(figures))
+        return 0 if any_answered(figures) else 1
+    try:
+        from console.tui.app import open_console
+    except ImportError:
+        print("capcon watch: the interactive console is not part of this build; use --once (with --json for scripts)", file=sys.stderr)
+        return 2
+    return int(open_console(args, watcher) or 0)
+
+
+async def _twice(watcher: Watcher, interval: float, explicit_window: bool) -> FleetFigures:
+    """Scrape: two samples an interval apart. Prometheus computes its own window: one answer."""
+    try:
+        first = await watcher.poll()
+        if watcher.source_name != "scrape":
+            return first
+        await asyncio.sleep(interval)
+        second = await watcher.poll()
+    finally:
+        await watcher.aclose()
+    if explicit_window:
+        return second
+    # The figures cover exactly the span between the two samples.
+    return replace(second, window_seconds=round(second.at - first.at, 3))
+
+
+def any_answered(figures: FleetFigures) -> bool:
+    return any(r.state in ANSWERED for r in figures.replicas) or (not figures.replicas and figures.fleet.state in ANSWERED)
+
+
+def _figure_json(figures: Figures) -> dict:
+    out = {}
+    for key in JSON_FIELDS:
+        value = getattr(figures, key)
+        out[key] = None if isinstance(value, float) and not math.isfinite(value) else value
+    out["kv_usage_by_engine"] = dict(figures.kv_usage_by_engine)
+    out["kv_capacity_tokens"] = figures.kv_capacity_tokens
+    out["requests_per_second_by_reason"] = dict(figures.requests_per_second_by_reason)
+    out["rejections_per_second"] = figures.rejections_per_second
+    out["data_age_seconds"] = figures.data_age_seconds
+    out["error"] = figures.error or None
+    return out
+
+
+def once_json(figures: FleetFigures) -> dict:
+    """The `--once --json` object: the issue's keys, unknown as null."""
+    return {
+        "window_seconds": figures.window_seconds,
+        "source": figures.source,
+        "at": figures.at,
+        "source_error": figures.source_error or None,
+        "replicas": [_figure_json(r) for r in figures.replicas],
+        "fleet": _figure_json(figures.fleet),
+    }
+
+
+COLUMNS = (
+    ("NAME", lambda f: f.name),
+    ("STATE", lambda f: fmt.state(f.state)),
+    ("REQ/S", lambda f: fmt.rate(f.requests_per_second)),
+    ("IN TOK/S", lambda f: fmt.rate(f.prompt_tokens_per_second)),
+    ("OUT TOK/S", lambda f: fmt.rate(f.generation_tokens_per_second)),
+    ("RUN", lambda f: fmt.count(f.running)),
+    ("WAIT", lambda f: fmt.count(f.waiting)),
+    ("KV", lambda f: fmt.share(f.kv_usage)),
+    ("PREEMPT/S", lambda f: fmt.rate(f.preemptions_per_second)),
+    ("HIT", lambda f: fmt.share(f.prefix_hit_share)),
+    ("TTFT50", lambda f: fmt.seconds(f.ttft_p50_seconds)),
+    ("TTFT95", lambda f: fmt.seconds(f.ttft_p95_seconds)),
+    ("TTFT99", lambda f: fmt.seconds(f.ttft_p99_seconds)),
+    ("ITL95", lambda f: fmt.seconds(f.itl_p95_seconds)),
+    ("TPOT95", lambda f: fmt.seconds(f.tpot_p95_seconds)),
+    ("E2E95", lambda f: fmt.seconds(f.e2e_p95_seconds)),
+    ("QUEUE95", lambda f: fmt.seconds(f.queue_p95_seconds)),
+    ("IN/REQ", lambda f: fmt.tokens(f.mean_input_tokens)),
+    ("OUT/REQ", lambda f: fmt.tokens(f.mean_output_tokens)),
+    ("AGE", lambda f: fmt.age(f.data_age_seconds)),
+)
+
+
+def render_table(figures: FleetFigures) -> str:
+    """The fleet table: one row per replica, then the fleet total, then the reasons for odd states."""
+    rows = [[cell(r) for _, cell in COLUMNS] for r in figures.replicas]
+    total = [cell(figures.fleet) for _, cell in COLUMNS]
+    header = [title for title, _ in COLUMNS]
+    widths = [max(len(row[i]) for row in [header, total, *rows]) for i in range(len(header))]
+
+    def line(row: list[str]) -> str:
+        return "  ".join(text.ljust(width) if i < 2 else text.rjust(width) for i, (text, width) in enumerate(zip(row, widths))).rstrip()
+
+    out = [f"capcon watch · source {figures.source} · window {fmt.window(figures.window_seconds)}", line(header)]
+    out += [line(row) for row in rows]
+    out.append(line(["-" * w for w in widths]))
+    out.append(line(total))
+    notes = [f"{r.name}: {r.error}" for r in figures.replicas if r.error]
+    if figures.fleet.error:
+        notes.append(f"fleet: {figures.fleet.error}")
+    if figures.source_error:
+        notes.append(f"source: {figures.source_error}")
+    return "\n".join(out + notes)

@@ -1,0 +1,81 @@
+"""What a metrics source hands the watcher.
+
+Two shapes, because the two sources differ in where the window math happens:
+
+* a `SampleSource` (direct scrape) returns one raw `TargetResult` per target per
+  call; the watcher keeps the samples and does the window math itself;
+* a `FigureSource` (Prometheus) already answers with windowed figures, since the
+  rates and quantiles are computed by PromQL.
+
+Neither raises for a target or server that misbehaves: a failure is a state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+from urllib.parse import urlsplit
+
+from console.metrics.figures import FleetFigures, ReplicaState
+from console.metrics.vllm import ReplicaSample
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    url: str  # the full /metrics URL
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    name: str
+    url: str
+    state: ReplicaState  # "up" with a sample, else "down", "timeout" or "bad_payload"
+    sample: ReplicaSample | None
+    error: str  # why the state is not "up", in words; warnings when it is
+    fetched_at: float
+
+
+@runtime_checkable
+class SampleSource(Protocol):
+    name: str  # "scrape"
+
+    async def fetch(self, now: float) -> list[TargetResult]: ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class FigureSource(Protocol):
+    """E.g. `console.sources.prometheus.PrometheusSource(url, selector, window_seconds, timeout)`."""
+
+    async def collect(self, now: float) -> FleetFigures: ...
+
+
+def metrics_url(text: str) -> str:
+    """`host:8000`, `http://host:8000` or a full URL -> the URL of its /metrics page."""
+    url = text.strip()
+    if "://" not in url:
+        url = "http://" + url
+    parts = urlsplit(url)
+    if parts.path in ("", "/"):
+        url = url.rstrip("/") + "/metrics"
+    return url
+
+
+def target_name(url: str) -> str:
+    """A short name for a target: host:port of its URL."""
+    parts = urlsplit(url)
+    return parts.netloc or url
+
+
+def targets_from(urls: list[str]) -> list[Target]:
+    """Targets from URLs, named by host:port; a URL given twice is scraped once."""
+    seen: dict[str, Target] = {}
+    for text in urls:
+        url = metrics_url(text)
+        if url not in seen:
+            seen[url] = Target(target_name(url), url)
+    names = [t.name for t in seen.values()]
+    # Two targets on one host:port with different paths keep their full URL as name.
+    return [t if names.count(t.name) == 1 else Target(t.url, t.url) for t in seen.values()]

@@ -1,0 +1,132 @@
+"""The one poll loop: source -> window -> figures, handing out immutable snapshots.
+
+The TUI, `capcon watch --once` and the recorder all drive a Watcher; none of them
+builds a pipeline of its own. Each `poll()` asks the source once (one scrape per
+target) and polls never overlap: a second caller waits for the first to finish.
+
+For a sample source the watcher keeps a ring of samples per replica and computes
+each figure against the oldest sample inside the window (10 s, 1 min, 5 min...).
+A restart empties that replica's ring, so rates resume from the new process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import replace
+from typing import Callable
+
+from console.metrics.figures import Figures, FleetFigures
+from console.metrics.vllm import ReplicaSample, restarted
+from console.metrics.window import fleet_figures, replica_figures
+from console.sources.base import FigureSource, SampleSource, TargetResult
+
+# Slack on the window edge for scheduling jitter: a sample a little older than the window still
+# counts, but never one a whole interval older.
+WINDOW_SLACK = 0.10
+STALE_AFTER_INTERVALS = 3.0
+RING_STEPS = 30
+
+
+class Watcher:
+    def __init__(
+        self,
+        source: SampleSource | FigureSource,
+        window_seconds: float,
+        plan=None,
+        interval_seconds: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.source = source
+        self.window_seconds = window_seconds
+        self.plan = plan
+        self.interval_seconds = interval_seconds
+        self._clock = clock
+        self._lock = asyncio.Lock()
+        self._rings: dict[str, deque[ReplicaSample]] = {}
+        self._last_good: dict[str, float] = {}
+        self._restarted: set[str] = set()
+        self._latest: dict[str, ReplicaSample] = {}
+        self.last: FleetFigures | None = None
+
+    @property
+    def source_name(self) -> str:
+        return getattr(self.source, "name", type(self.source).__name__)
+
+    @property
+    def stale_after_seconds(self) -> float:
+        return STALE_AFTER_INTERVALS * max(self.interval_seconds, 1.0)
+
+    async def poll(self) -> FleetFigures:
+        """Ask the source once and return the figures; concurrent callers are served in turn."""
+        async with self._lock:
+            now = self._clock()
+            if isinstance(self.source, SampleSource):
+                results = await self.source.fetch(now)
+                # A fresh scrape is never stale; a failed one shows its failure and the data age.
+                figures = self._from_samples(results, self._clock())
+            else:
+                figures = self._mark_stale(await self.source.collect(now), self._clock())
+            self.last = figures
+            return figures
+
+    async def aclose(self) -> None:
+        close = getattr(self.source, "aclose", None)
+        if close is not None:
+            await close()
+
+    def _from_samples(self, results: list[TargetResult], now: float) -> FleetFigures:
+        replicas: list[Figures] = []
+        windows = []
+        for result in results:
+            figures, window = self._replica(result, now)
+            replicas.append(figures)
+            if window is not None:
+                windows.append(window)
+        fleet = fleet_figures(windows, replicas, now=now)
+        newest = max((r.fetched_at for r in results), default=now)
+        return FleetFigures(self.window_seconds, self.source_name, tuple(replicas), fleet, newest)
+
+    def _replica(self, result: TargetResult, now: float):
+        ring = self._rings.setdefault(result.url, deque())
+        if result.sample is None:
+            last_good = self._last_good.get(result.url)
+            age = now - last_good if last_good is not None else None
+            return Figures(result.name, result.url, result.state, error=result.error, data_age_seconds=age), None
+        sample = result.sample
+        latest = self._latest.get(result.url)
+        if latest is not None and restarted(latest, sample):
+            ring.clear()
+            self._restarted.add(result.url)
+        elif latest is not None and result.url in self._restarted:
+            self._restarted.discard(result.url)  # a full post-restart pair exists now
+        self._latest[result.url] = sample
+        self._last_good[result.url] = result.fetched_at
+        # Keep samples at least 1/RING_STEPS of the window apart: a 5-minute window at a
+        # 1-second interval holds ~30 samples per replica, not 300; the span covered is then
+        # between 29/30 of the window and the whole of it.
+        if not ring or sample.at - ring[-1].at >= self.window_seconds / RING_STEPS:
+            ring.append(sample)
+        slack = min(self.window_seconds * WINDOW_SLACK, self.interval_seconds * 0.5)
+        edge = sample.at - self.window_seconds - slack
+        while ring and ring[0].at < edge:
+            ring.popleft()
+        if not ring:
+            ring.append(sample)
+        older = ring[0] if ring[0] is not sample else None
+        state = "restarted" if result.url in self._restarted else "up"
+        error = "restarted: rates resume after the next refresh" if state == "restarted" else result.error
+        figures = replica_figures(older, sample, result.name, result.url, state=state, error=error, now=now)
+        return figures, (older, sample)
+
+    def _mark_stale(self, figures: FleetFigures, now: float) -> FleetFigures:
+        """Figures whose data is older than a few intervals are shown as stale, not as current."""
+        limit = self.stale_after_seconds
+        replicas = tuple(
+            replace(r, state="stale", error=r.error or f"no new data for {r.data_age_seconds:.0f} s")
+            if r.state == "up" and r.data_age_seconds is not None and r.data_age_seconds > limit
+            else r
+            for r in figures.replicas
+        )
+        return replace(figures, replicas=replicas)

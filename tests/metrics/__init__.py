@@ -1,0 +1,1 @@
+"""Tests of the pure metrics engine: parser, vLLM names, window math."""

@@ -1,0 +1,76 @@
+"""Real vLLM pages for tests, and a way to move one forward in time by a known load.
+
+The shared captures sit beside the checkout in ../shared/vllm/samples (the
+CAPCON_VLLM_SAMPLES environment variable can point elsewhere).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = Path(os.environ.get("CAPCON_VLLM_SAMPLES", REPO.parent / "shared" / "vllm" / "samples"))
+
+V032_IDLE = "vllm-0.32.0-cpu_tiny-llama_idle-after-load.txt"
+V032_SMALL_KV = "vllm-0.32.0-cpu_tiny-llama_small-kv.txt"
+V010 = "vllm-0.10.0_glm45_production-stack-617.txt"
+V08_MODEL_NAME_ONLY = "vllm-0.7-0.8.1_v1-model_name-only_production-stack-318.txt"
+V08_CACHE_CONFIG = "vllm-0.8.2-0.8.4_cache_config_info_vllm-16560.txt"
+ALL_SAMPLES = (V032_IDLE, V032_SMALL_KV, V010, V08_MODEL_NAME_ONLY, V08_CACHE_CONFIG)
+
+
+def sample_text(name: str) -> str:
+    path = SAMPLES / name
+    if not path.is_file():
+        pytest.skip(f"shared vLLM sample {name} not found in {SAMPLES} (set CAPCON_VLLM_SAMPLES)")
+    return path.read_text()
+
+
+_LINE = re.compile(r"^(?P<series>(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?) (?P<value>\S+)$", re.M)
+
+
+def _le(labels: str) -> float | None:
+    found = re.search(r'le="([^"]+)"', labels or "")
+    return float(found.group(1)) if found else None
+
+
+def advance(
+    text: str,
+    counters: dict[str, float] | None = None,
+    observations: dict[str, list[float]] | None = None,
+    gauges: dict[str, float] | None = None,
+    where: str = "",
+) -> str:
+    """The page after a known load: counters increased, histogram observations added, gauges set.
+
+    `counters` maps a sample name (e.g. "vllm:prompt_tokens_total") to an increase;
+    `observations` maps a histogram family to the values observed; `gauges` sets a
+    gauge's value. Only series whose label text contains `where` change.
+    """
+    counters = counters or {}
+    observations = observations or {}
+    gauges = gauges or {}
+
+    def change(match: re.Match) -> str:
+        name, labels, value = match["name"], match["labels"] or "", float(match["value"])
+        if where not in labels:
+            return match[0]
+        if name in counters:
+            value += counters[name]
+        elif name in gauges:
+            value = gauges[name]
+        else:
+            for family, values in observations.items():
+                if name == family + "_bucket":
+                    value += sum(1 for v in values if v <= _le(labels))
+                elif name == family + "_count":
+                    value += len(values)
+                elif name == family + "_sum":
+                    value += sum(values)
+        return f"{match['series']} {value!r}"
+
+    return _LINE.sub(change, text)

@@ -1,0 +1,1 @@
+"""Tests of the scrape source, the watcher and `capcon watch --once`."""

@@ -1,0 +1,130 @@
+"""`capcon watch --once` end to end: the real CLI against loopback servers serving real vLLM pages."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+import pytest
+
+from metrics.pages import REPO, V032_SMALL_KV, advance, sample_text
+from .servers import closed_port, pages_in_turn, serve
+
+ISSUE_KEYS = {
+    "name", "url", "state", "requests_per_second", "prompt_tokens_per_second", "generation_tokens_per_second",
+    "running", "waiting", "kv_usage", "preemptions_per_second", "prefix_hit_share", "ttft_p50_seconds",
+    "ttft_p95_seconds", "ttft_p99_seconds", "itl_p95_seconds", "tpot_p95_seconds", "e2e_p95_seconds",
+    "queue_p95_seconds", "mean_input_tokens", "mean_output_tokens",
+}
+
+
+async def capcon(*args: str, env: dict | None = None) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "console", *args, cwd=REPO, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    return process.returncode, out.decode(), err.decode()
+
+
+def loaded_page(base: str, requests: int) -> str:
+    later = advance(base, counters={"vllm:request_success_total": float(requests)}, where='finished_reason="stop"')
+    return advance(
+        later,
+        counters={"vllm:prompt_tokens_total": 64.0 * requests, "vllm:generation_tokens_total": 16.0 * requests},
+        observations={
+            "vllm:time_to_first_token_seconds": [0.03] * requests,
+            "vllm:request_prompt_tokens": [64.0] * requests,
+            "vllm:request_generation_tokens": [16.0] * requests,
+        },
+        gauges={"vllm:num_requests_waiting": 3.0, "vllm:kv_cache_usage_perc": 0.96},
+    )
+
+
+async def test_once_json_against_two_replicas_and_a_dead_one():
+    base = sample_text(V032_SMALL_KV)
+    async with serve(pages_in_turn(base, loaded_page(base, 10))) as one, serve(pages_in_turn(base, loaded_page(base, 30))) as two:
+        dead = f"127.0.0.1:{closed_port()}"
+        code, out, err = await capcon("watch", "--once", "--json", "--interval", "0.5", "--target", one, "--target", two, "--target", dead)
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["source"] == "scrape" and report["window_seconds"] >= 0.5
+    assert {"window_seconds", "source", "replicas", "fleet"} <= set(report)
+    replicas = report["replicas"]
+    assert [r["state"] for r in replicas] == ["up", "up", "down"]
+    for figures in [*replicas, report["fleet"]]:
+        assert ISSUE_KEYS <= set(figures)
+    first, second, gone = replicas
+    assert first["mean_input_tokens"] == pytest.approx(64.0) and first["mean_output_tokens"] == pytest.approx(16.0)
+    assert first["prompt_tokens_per_second"] == pytest.approx(64 * first["requests_per_second"])
+    assert second["requests_per_second"] > first["requests_per_second"] > 0
+    # Every observation in (0.02, 0.04]: the median is interpolated to the middle of that bucket.
+    assert first["ttft_p50_seconds"] == pytest.approx(0.03)
+    assert first["waiting"] == 3.0 and first["kv_usage"] == pytest.approx(0.96)
+    assert gone["running"] is None and gone["requests_per_second"] is None
+    fleet = report["fleet"]
+    assert fleet["waiting"] == 6.0
+    assert fleet["requests_per_second"] == pytest.approx(first["requests_per_second"] + second["requests_per_second"])
+    assert fleet["mean_input_tokens"] == pytest.approx(64.0)
+
+
+async def test_once_table_shows_replicas_the_fleet_and_unknowns():
+    base = sample_text(V032_SMALL_KV)
+    async with serve(pages_in_turn(base, base)) as one:
+        code, out, err = await capcon("watch", "--once", "--interval", "0.3", "--target", one)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[1].split()[:3] == ["NAME", "STATE", "REQ/S"]
+    row = lines[2].split()
+    assert row[1] == "up" and row[2] == "0"  # nothing finished: a known 0 req/s
+    assert row[10] == "–"  # ...and no TTFT to speak of: unknown, not 0
+    assert lines[-1].startswith("fleet") and lines[-1].split()[1] == "up"
+
+
+async def test_exit_code_is_non_zero_when_no_target_answered():
+    code, out, err = await capcon("watch", "--once", "--json", "--interval", "0.2", "--target", f"127.0.0.1:{closed_port()}")
+    assert code == 1
+    assert json.loads(out)["replicas"][0]["state"] == "down"
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--once"], "no targets"),
+        (["--once", "--interval", "0", "--target", "h:1"], "--interval"),
+        (["--json", "--target", "h:1"], "--json"),
+        (["--once", "--source", "prometheus", "--target", "h:1"], "no Prometheus URL"),
+        (["--once", "--target", "h:1", "--token-env", "CAPCON_SURELY_UNSET"], "CAPCON_SURELY_UNSET"),
+    ],
+)
+async def test_bad_arguments_are_one_line_and_exit_2(args, message):
+    code, out, err = await capcon("watch", *args)
+    assert code == 2
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+async def test_targets_from_the_plan_fleet_section(tmp_path):
+    import yaml
+
+    plan_file = REPO / "plans" / "chat-8b-l40s.yaml"
+    if not plan_file.is_file():
+        pytest.skip(f"example plan {plan_file.name} not in this checkout")
+    base = sample_text(V032_SMALL_KV)
+    async with serve(pages_in_turn(base, loaded_page(base, 5))) as one:
+        plan = yaml.safe_load(plan_file.read_text())
+        plan["fleet"] = {"targets": [one]}
+        path = tmp_path / "plan.yaml"
+        path.write_text(yaml.safe_dump(plan))
+        code, out, err = await capcon("watch", str(path), "--once", "--json", "--interval", "0.3")
+    assert code == 0, err
+    [replica] = json.loads(out)["replicas"]
+    assert replica["url"] == one + "/metrics" and replica["state"] == "up"
+    assert replica["mean_output_tokens"] == pytest.approx(16.0)
+
+
+async def test_prometheus_down_is_a_source_error_and_exit_1():
+    code, out, err = await capcon("watch", "--once", "--json", "--source", "prometheus", "--prometheus", f"http://127.0.0.1:{closed_port()}", "--timeout", "2")
+    report = json.loads(out)
+    assert code == 1 and report["source"] == "prometheus"
+    assert report["source_error"] and report["fleet"]["running"] is None
