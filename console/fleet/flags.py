@@ -1,0 +1,431 @@
+"""Flags: pure rules over the live figures and the plan, with hysteresis and a minimum duration.
+
+Each rule reads the figures and says, per subject (a replica or the fleet),
+whether its raise condition holds, whether its clear condition holds, or
+neither (the value sits between the two thresholds: an active flag stays, a
+pending one is dropped, so a value wobbling around one threshold never flaps).
+A raise condition must hold for the rule's minimum duration before the flag
+shows. State is carried between polls as an immutable `FlagState`:
+
+    state = evaluate(state, inputs, now)
+
+What to do comes from METHOD §7-8: scale out on queues and KV pressure, on
+latency drift; keep N+1; above the plan, the overflow policy chosen in advance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from console.fleet.plan_now import PlanNow
+from console.metrics.figures import Figures, FleetFigures
+
+Severity = Literal["critical", "warning", "info"]
+SEVERITY_RANK: dict[str, int] = {"critical": 3, "warning": 2, "info": 1}
+
+DOWN_STATES = ("down", "timeout", "bad_payload")
+SERVING_STATES = ("up", "restarted")
+
+OVERFLOW_WORDS = {
+    "bounded_queue": "bounded queue (reject the excess early)",
+    "hosted": "hosted overflow",
+    "defer": "defer batch work out of the peak",
+}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Defaults for every rule; latency targets, capacity and lead time come from the plan."""
+
+    min_duration_seconds: float = 30.0
+    queue_raise: float = 1.0  # requests waiting on one replica
+    queue_clear: float = 0.5
+    kv_raise: float = 0.90  # fractions, 0-1, never percents
+    kv_clear: float = 0.85
+    drift_raise_share: float = 0.80  # p95 TPOT at this share of its target
+    drift_clear_share: float = 0.70
+    drift_flat_band: float = 0.10  # generation tokens/s within +-10 % counts as flat
+    drift_lookback_seconds: float = 120.0
+    slo_clear_share: float = 0.90  # a breach clears below 90 % of its target
+    load_clear_share: float = 0.95  # load flags clear below 95 % of the capacity they compare with
+    workload_raise: float = 0.50  # observed mean tokens 50 % away from the plan's
+    workload_clear: float = 0.30
+    workload_min_duration_seconds: float = 120.0
+    down_after_seconds: float = 10.0
+    restart_hold_seconds: float = 300.0  # a restart stays on screen this long
+
+
+@dataclass(frozen=True)
+class FlagInputs:
+    figures: FleetFigures
+    plan: PlanNow | None = None
+    # Fleet p95 TPOT and generation tokens/s `drift_lookback_seconds` ago (from the trends).
+    tpot_p95_before: float | None = None
+    generation_before: float | None = None
+
+
+@dataclass(frozen=True)
+class Reading:
+    kind: str
+    subject: str
+    raise_: bool
+    clear: bool
+    severity: Severity
+    why: str
+    todo: str
+    raise_after: float
+    hold: float = 0.0
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}:{self.subject}"
+
+
+@dataclass(frozen=True)
+class Flag:
+    id: str
+    kind: str
+    subject: str  # a replica name, or "fleet"
+    severity: Severity
+    since: float  # when the raise condition began to hold
+    why: str  # the figures that raised it
+    todo: str  # what to do (METHOD §7-8)
+
+
+@dataclass(frozen=True)
+class Tracker:
+    kind: str
+    subject: str
+    severity: Severity
+    why: str
+    todo: str
+    pending_since: float
+    active_since: float | None = None
+    last_raised: float | None = None
+
+
+@dataclass(frozen=True)
+class FlagState:
+    trackers: dict[str, Tracker] = field(default_factory=dict)  # never mutated: evaluate builds a new one
+
+    @property
+    def active(self) -> tuple[Flag, ...]:
+        flags = [
+            Flag(i, t.kind, t.subject, t.severity, t.pending_since, t.why, t.todo)
+            for i, t in self.trackers.items()
+            if t.active_since is not None
+        ]
+        return tuple(sorted(flags, key=lambda f: (-SEVERITY_RANK[f.severity], f.since, f.id)))
+
+    def worst_for(self, subject: str) -> Severity | None:
+        found = [f.severity for f in self.active if f.subject == subject]
+        return max(found, key=SEVERITY_RANK.__getitem__) if found else None
+
+
+def worst(flags: tuple[Flag, ...]) -> Flag | None:
+    return flags[0] if flags else None  # `active` is sorted worst first
+
+
+# --- the rules -------------------------------------------------------------
+
+
+def _pct(share: float) -> str:
+    return f"{share * 100:.0f} %"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms"
+
+
+def _overflow(plan: PlanNow | None) -> str:
+    if plan is None:
+        return "the overflow policy chosen in advance (§8)"
+    return f"the plan's overflow policy: {OVERFLOW_WORDS.get(plan.overflow_mode, plan.overflow_mode)} (§8)"
+
+
+def _saturation(r: Figures, t: Thresholds, plan: PlanNow | None) -> Reading | None:
+    if r.state not in SERVING_STATES:
+        return None
+    waiting, kv, pre = r.waiting, r.kv_usage, r.preemptions_per_second
+    if waiting is None and kv is None:
+        return None
+    queued = waiting is not None and waiting >= t.queue_raise
+    kv_full = kv is not None and kv >= t.kv_raise and pre is not None and pre > 0
+    queue_gone = waiting is None or waiting < t.queue_clear
+    kv_gone = kv is None or kv < t.kv_clear or not pre
+    parts = []
+    if waiting is not None:
+        parts.append(f"{waiting:.0f} waiting")
+    if kv is not None:
+        parts.append(f"KV {_pct(kv)}" + (f" with {pre:.2f} preemptions/s" if pre else ""))
+    return Reading(
+        "saturation",
+        r.name,
+        raise_=queued or kv_full,
+        clear=queue_gone and kv_gone,
+        severity="critical" if queued and kv_full else "warning",
+        why=", ".join(parts),
+        todo=f"Replica saturated: scale out, add a replica (§7). If load is above the plan, apply {_overflow(plan)}.",
+        raise_after=t.min_duration_seconds,
+    )
+
+
+def _replica_state(r: Figures, t: Thresholds) -> list[Reading]:
+    detail = f" ({r.error})" if r.error else ""
+    down = r.state in DOWN_STATES
+    return [
+        Reading(
+            "replica_down",
+            r.name,
+            raise_=down,
+            clear=not down,
+            severity="critical",
+            why=f"{r.name} is {r.state.replace('_', ' ')}{detail} at {r.url}",
+            todo="Check the replica's process and host; the fleet runs without that capacity (and maybe its spare).",
+            raise_after=t.down_after_seconds,
+        ),
+        Reading(
+            "replica_stale",
+            r.name,
+            raise_=r.state == "stale",
+            clear=r.state != "stale",
+            severity="warning",
+            why=f"{r.name}: no fresh data" + (f" for {r.data_age_seconds:.0f} s" if r.data_age_seconds else "") + detail,
+            todo="Figures for this replica are old: check the scrape target or Prometheus job before trusting them.",
+            raise_after=t.min_duration_seconds,
+        ),
+        Reading(
+            "replica_restarted",
+            r.name,
+            raise_=r.state == "restarted",
+            clear=r.state != "restarted",
+            severity="warning",
+            why=f"{r.name}: counters went down (the engine restarted){detail}",
+            todo="Find why it restarted (OOM, deploy, crash) before it happens at peak; its rates restart from zero.",
+            raise_after=0.0,
+            hold=t.restart_hold_seconds,
+        ),
+    ]
+
+
+def _latency_drift(f: Figures, inputs: FlagInputs, t: Thresholds) -> Reading | None:
+    plan = inputs.plan
+    target = plan.tpot_p95_target_seconds if plan else None
+    tpot, gen = f.tpot_p95_seconds, f.generation_tokens_per_second
+    if target is None or tpot is None:
+        return None
+    before_tpot, before_gen = inputs.tpot_p95_before, inputs.generation_before
+    rising = before_tpot is not None and tpot > before_tpot
+    flat = (
+        gen is not None
+        and before_gen is not None
+        and before_gen > 0
+        and abs(gen - before_gen) <= t.drift_flat_band * before_gen
+    )
+    why = f"p95 TPOT {_ms(tpot)} of a {_ms(target)} target"
+    if before_tpot is not None:
+        why += f" (was {_ms(before_tpot)})"
+    if gen is not None and before_gen is not None:
+        why += f"; generation {gen:.0f} tok/s (was {before_gen:.0f})"
+    return Reading(
+        "latency_drift",
+        "fleet",
+        raise_=tpot >= t.drift_raise_share * target and rising and flat,
+        clear=tpot < t.drift_clear_share * target,
+        severity="warning",
+        why=why,
+        todo="Batches are too large for the replicas: scale out before TPOT reaches its target (§7).",
+        raise_after=t.min_duration_seconds,
+    )
+
+
+def _slo_breach(f: Figures, plan: PlanNow | None, t: Thresholds) -> list[Reading]:
+    if plan is None:
+        return []
+    checks = (
+        ("ttft", "p95 TTFT", f.ttft_p95_seconds, plan.ttft_p95_target_seconds),
+        ("tpot", "p95 TPOT", f.tpot_p95_seconds, plan.tpot_p95_target_seconds),
+        ("e2e", "p95 end-to-end", f.e2e_p95_seconds, plan.e2e_p95_target_seconds),
+    )
+    readings = []
+    for key, label, value, target in checks:
+        if value is None or target is None:
+            continue
+        readings.append(
+            Reading(
+                f"slo_breach_{key}",
+                "fleet",
+                raise_=value > target,
+                clear=value < t.slo_clear_share * target,
+                severity="critical",
+                why=f"{label} {_ms(value)} over its {_ms(target)} target",
+                todo=f"Scale out now (§7); if load is above the plan, apply {_overflow(plan)}.",
+                raise_after=t.min_duration_seconds,
+            )
+        )
+    return readings
+
+
+def _above(value: float, limit: float, clear_share: float) -> tuple[bool, bool]:
+    """(raise, clear) for a load compared with a capacity: raise above it, clear below its clear share."""
+    if limit <= 0:
+        return value > 0, value <= 0
+    return value > limit, value < clear_share * limit
+
+
+def _load(f: Figures, replicas: tuple[Figures, ...], plan: PlanNow | None, t: Thresholds) -> list[Reading]:
+    rps = f.requests_per_second
+    if plan is None or rps is None:
+        return []
+    over, under = _above(rps, plan.planned_capacity_rps, t.load_clear_share)
+    serving = sum(1 for r in replicas if r.state in SERVING_STATES)
+    kept = max(serving - plan.redundancy, 0)
+    carried = kept * plan.rps_per_replica
+    risk, safe = _above(rps, carried, t.load_clear_share)
+    return [
+        Reading(
+            "above_plan",
+            "fleet",
+            raise_=over,
+            clear=under,
+            severity="critical",
+            why=f"{rps:.2f} req/s against {plan.planned_capacity_rps:.2f} planned for this hour "
+            f"({plan.replicas_scheduled} x {plan.rps_per_replica:.2f})",
+            todo=f"Traffic is above the plan: apply {_overflow(plan)}; scale out if it lasts, re-plan if it recurs.",
+            raise_after=t.min_duration_seconds,
+        ),
+        Reading(
+            "n_plus_1_at_risk",
+            "fleet",
+            raise_=risk,
+            clear=safe,
+            severity="warning",
+            why=f"{rps:.2f} req/s; with {plan.redundancy} of {serving} serving replicas lost the fleet carries "
+            f"{carried:.2f} ({kept} x {plan.rps_per_replica:.2f})",
+            todo="Losing one replica now would overload the rest: add a replica to keep N+1 (§7).",
+            raise_after=t.min_duration_seconds,
+        ),
+    ]
+
+
+def _workload_drift(f: Figures, plan: PlanNow | None, t: Thresholds) -> list[Reading]:
+    if plan is None:
+        return []
+    checks = (
+        ("input", f.mean_input_tokens, plan.input_tokens_mean),
+        ("output", f.mean_output_tokens, plan.output_tokens_mean),
+    )
+    readings = []
+    for key, observed, planned in checks:
+        if observed is None or not planned:
+            continue
+        off = abs(observed / planned - 1)
+        readings.append(
+            Reading(
+                f"workload_drift_{key}",
+                "fleet",
+                raise_=off >= t.workload_raise,
+                clear=off < t.workload_clear,
+                severity="warning",
+                why=f"mean {key} {observed:.0f} tokens against {planned:.0f} planned ({_pct(off)} off)",
+                todo="Concurrency and KV assumptions no longer hold: re-size with the observed token means "
+                "(`capcon plan`, §2-3); cap context per request if long prompts dominate.",
+                raise_after=t.workload_min_duration_seconds,
+            )
+        )
+    return readings
+
+
+def _schedule(replicas: tuple[Figures, ...], plan: PlanNow | None, t: Thresholds) -> list[Reading]:
+    if plan is None:
+        return []
+    up = sum(1 for r in replicas if r.state in SERVING_STATES)
+    lead_minutes = plan.lead_time_seconds / 60
+    return [
+        Reading(
+            "schedule_lag",
+            "fleet",
+            raise_=up < plan.replicas_scheduled,
+            clear=up >= plan.replicas_scheduled,
+            severity="warning",
+            why=f"{up} replicas serving, {plan.replicas_scheduled} scheduled for {plan.hour:02d}:00",
+            todo=f"Start replicas now: a new one needs about {lead_minutes:.0f} min to load (§6).",
+            raise_after=t.min_duration_seconds,
+        ),
+        Reading(
+            "scale_up_due",
+            "fleet",
+            raise_=plan.replicas_scheduled_soon > max(up, plan.replicas_scheduled),
+            clear=plan.replicas_scheduled_soon <= max(up, plan.replicas_scheduled),
+            severity="info",
+            why=f"the schedule asks for {plan.replicas_scheduled_soon} replicas within {lead_minutes:.0f} min; "
+            f"{up} serving",
+            todo="Scale up by the schedule, before the ramp: do not wait for queues (§6).",
+            raise_after=0.0,
+        ),
+    ]
+
+
+def _source(figures: FleetFigures) -> Reading:
+    return Reading(
+        "source_error",
+        "fleet",
+        raise_=bool(figures.source_error),
+        clear=not figures.source_error,
+        severity="critical",
+        why=figures.source_error or "",
+        todo="The figures cannot be read: check the scrape targets or the Prometheus server.",
+        raise_after=0.0,
+    )
+
+
+def readings(inputs: FlagInputs, t: Thresholds) -> list[Reading]:
+    figures, plan, fleet = inputs.figures, inputs.plan, inputs.figures.fleet
+    found: list[Reading] = [_source(figures)]
+    for replica in figures.replicas:
+        found += _replica_state(replica, t)
+        saturation = _saturation(replica, t, plan)
+        if saturation is not None:
+            found.append(saturation)
+    drift = _latency_drift(fleet, inputs, t)
+    if drift is not None:
+        found.append(drift)
+    found += _slo_breach(fleet, plan, t)
+    found += _load(fleet, figures.replicas, plan, t)
+    found += _workload_drift(fleet, plan, t)
+    found += _schedule(figures.replicas, plan, t)
+    return found
+
+
+# --- the state machine -----------------------------------------------------
+
+
+def _step(tracker: Tracker | None, reading: Reading | None, now: float) -> Tracker | None:
+    if reading is None:
+        return None  # the subject is gone, or its figures are unknown: nothing to say
+    if reading.raise_:
+        pending = tracker.pending_since if tracker else now
+        active = tracker.active_since if tracker else None
+        if active is None and now - pending >= reading.raise_after:
+            active = now
+        return Tracker(
+            reading.kind, reading.subject, reading.severity, reading.why, reading.todo, pending, active, now
+        )
+    if tracker is None or tracker.active_since is None:
+        return None  # a pending flag whose condition broke starts over
+    if reading.clear:
+        held = tracker.last_raised is not None and now - tracker.last_raised < reading.hold
+        return tracker if held else None
+    return replace(tracker, why=reading.why)  # between the thresholds: an active flag stays
+
+
+def evaluate(state: FlagState, inputs: FlagInputs, now: float, thresholds: Thresholds | None = None) -> FlagState:
+    """The next flag state: pure, so replay and tests get exactly what the console showed."""
+    found = {r.id: r for r in readings(inputs, thresholds or Thresholds())}
+    trackers: dict[str, Tracker] = {}
+    for flag_id in list(state.trackers) + [i for i in found if i not in state.trackers]:
+        stepped = _step(state.trackers.get(flag_id), found.get(flag_id), now)
+        if stepped is not None:
+            trackers[flag_id] = stepped
+    return FlagState(trackers)

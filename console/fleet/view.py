@@ -1,0 +1,305 @@
+"""FleetView: the immutable picture of one fleet that the console renders.
+
+Built from the latest figures, what the plan expects now, and the previous
+view (its trends and flag state), so one call per poll gives everything a
+screen needs:
+
+    view = advance(previous, name, figures, plan_now, now)
+
+Units stay SI here; formatting happens at the edge.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+from console.fleet.flags import Flag, FlagInputs, FlagState, Severity, Thresholds, evaluate
+from console.fleet.plan_now import PlanNow
+from console.fleet.trends import TrendPoint, Trends
+from console.metrics.figures import Figures, FleetFigures
+
+TOTAL_KEY = "fleet"  # the total row's key; replica names come from the figures
+
+
+# --- columns: what the fleet table shows, sorts and filters on ---------------
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str  # used in sort and filter expressions
+    title: str
+    unit: Literal["text", "rps", "tps", "count", "share", "seconds", "per_second"]
+    value: Callable[[Figures], object]
+    priority: int  # lower shows first; the narrowest layout keeps priority <= 1
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("name", "replica", "text", lambda f: f.name, 0),
+    Column("state", "state", "text", lambda f: f.state, 0),
+    Column("rps", "req/s", "rps", lambda f: f.requests_per_second, 0),
+    Column("prompt", "in t/s", "tps", lambda f: f.prompt_tokens_per_second, 2),
+    Column("gen", "out t/s", "tps", lambda f: f.generation_tokens_per_second, 1),
+    Column("run", "run", "count", lambda f: f.running, 1),
+    Column("wait", "wait", "count", lambda f: f.waiting, 0),
+    Column("kv", "KV", "share", lambda f: f.kv_usage, 0),
+    Column("preempt", "pre/s", "per_second", lambda f: f.preemptions_per_second, 1),
+    Column("ttft50", "TTFT50", "seconds", lambda f: f.ttft_p50_seconds, 3),
+    Column("ttft", "TTFT95", "seconds", lambda f: f.ttft_p95_seconds, 0),
+    Column("tpot", "TPOT95", "seconds", lambda f: f.tpot_p95_seconds if f.tpot_p95_seconds is not None else f.itl_p95_seconds, 0),
+    Column("e2e", "E2E95", "seconds", lambda f: f.e2e_p95_seconds, 2),
+    Column("queue", "queue95", "seconds", lambda f: f.queue_p95_seconds, 2),
+    Column("prefix", "prefix", "share", lambda f: f.prefix_hit_share, 3),
+)
+COLUMN_BY_KEY = {c.key: c for c in COLUMNS}
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str  # replica name, or TOTAL_KEY
+    figures: Figures
+    severity: Severity | None  # the worst active flag on this replica
+
+    def value(self, column: str) -> object:
+        return COLUMN_BY_KEY[column].value(self.figures)
+
+
+def sort_rows(rows: tuple[Row, ...], column: str, descending: bool = False) -> tuple[Row, ...]:
+    """Rows sorted on one column; unknown values always go last, whatever the direction."""
+    known = [r for r in rows if r.value(column) is not None]
+    unknown = [r for r in rows if r.value(column) is None]
+    known.sort(key=lambda r: (r.value(column), r.key), reverse=descending)
+    return tuple(known + sorted(unknown, key=lambda r: r.key))
+
+
+_FILTER = re.compile(r"^\s*(?P<column>[a-z0-9]+)\s*(?P<op>>=|<=|!=|=|>|<|~)\s*(?P<value>.+?)\s*$")
+_OPS = {">": operator.gt, "<": operator.lt, ">=": operator.ge, "<=": operator.le, "=": operator.eq, "!=": operator.ne}
+
+
+class FilterError(ValueError):
+    """A filter the console cannot read; the message says what was expected."""
+
+
+@dataclass(frozen=True)
+class RowFilter:
+    text: str = ""
+
+    def matches(self, row: Row) -> bool:
+        return _compile(self.text)(row)
+
+
+def _compile(text: str) -> Callable[[Row], bool]:
+    if not text.strip():
+        return lambda row: True
+    match = _FILTER.match(text)
+    if match is None:
+        needle = text.strip().lower()
+        return lambda row: needle in row.figures.name.lower() or needle in row.figures.state or needle in row.figures.url.lower()
+    column, op, raw = match["column"], match["op"], match["value"]
+    if column not in COLUMN_BY_KEY:
+        raise FilterError(f"unknown column {column!r}: expected one of {', '.join(COLUMN_BY_KEY)}")
+    spec = COLUMN_BY_KEY[column]
+    if spec.unit == "text" or op == "~":
+        if op not in ("=", "!=", "~"):
+            raise FilterError(f"{column} holds text: use =, != or ~ (contains), not {op}")
+        needle = raw.lower()
+        if op == "~":
+            return lambda row: needle in str(row.value(column) or "").lower()
+        compare = _OPS[op]
+        return lambda row: compare(str(row.value(column) or "").lower(), needle)
+    try:
+        number = float(raw.rstrip("%")) / (100 if raw.endswith("%") else 1)
+    except ValueError:
+        raise FilterError(f"{column} {op} {raw!r}: expected a number (KV and prefix as 0.9 or 90%)") from None
+    compare = _OPS[op]
+    # An unknown value satisfies no comparison: it is not 0.
+    return lambda row: (v := row.value(column)) is not None and compare(v, number)
+
+
+def parse_filter(text: str) -> RowFilter:
+    """A filter such as `kv>0.8`, `kv>=90%`, `state=down`, `name~gpu-3` or plain text; raises FilterError."""
+    _compile(text)
+    return RowFilter(text)
+
+
+# --- plan beside actual ----------------------------------------------------
+
+
+Status = Literal["ok", "warning", "critical", "unknown"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    label: str
+    planned: float | None
+    actual: float | None
+    unit: Literal["rps", "share", "count", "bytes", "seconds", "tokens", "dollars_per_million"]
+    status: Status
+    note: str = ""
+
+
+def _status_at_most(actual: float | None, limit: float | None, warn_share: float = 0.8) -> Status:
+    if actual is None or limit is None:
+        return "unknown"
+    if actual > limit:
+        return "critical"
+    return "warning" if actual >= warn_share * limit else "ok"
+
+
+def _serving(figures: FleetFigures) -> int:
+    return sum(1 for r in figures.replicas if r.state in ("up", "restarted"))
+
+
+def _kv_used_bytes(figures: FleetFigures, plan: PlanNow) -> float | None:
+    """KV in use on the fullest replica, in bytes: occupancy x cache tokens x bytes per token."""
+    if plan.kv_bytes_per_token is None:
+        return None
+    used = [
+        r.kv_usage * r.kv_capacity_tokens * plan.kv_bytes_per_token
+        for r in figures.replicas
+        if r.kv_usage is not None and r.kv_capacity_tokens is not None
+    ]
+    return max(used) if used else None
+
+
+def cost_per_million_tokens(figures: FleetFigures, plan: PlanNow | None) -> float | None:
+    """Fleet cost per hour (every replica listed is paid for) over millions of tokens generated per hour."""
+    gen = figures.fleet.generation_tokens_per_second
+    if plan is None or plan.gpus_per_replica is None or not gen:
+        return None
+    cost_per_hour = len(figures.replicas) * plan.gpus_per_replica * plan.gpu_price_per_hour
+    return cost_per_hour / (gen * 3600 / 1e6)
+
+
+def compare(figures: FleetFigures, plan: PlanNow) -> tuple[Comparison, ...]:
+    fleet = figures.fleet
+    rps = fleet.requests_per_second
+    serving = _serving(figures)
+    carried = max(serving - plan.redundancy, 0) * plan.rps_per_replica
+    headroom = None if rps is None or plan.planned_capacity_rps <= 0 else 1 - rps / plan.planned_capacity_rps
+    rows = [
+        Comparison("load/capacity", plan.planned_capacity_rps, rps, "rps", _status_at_most(rps, plan.planned_capacity_rps),
+                   f"{plan.replicas_scheduled} x {plan.rps_per_replica:g} req/s scheduled at {plan.hour:02d}:00"),
+        Comparison("headroom", None, headroom, "share",
+                   "unknown" if headroom is None else ("critical" if headroom < 0 else "warning" if headroom < 0.2 else "ok")),
+        Comparison("replicas up", plan.replicas_scheduled, serving, "count",
+                   "warning" if serving < plan.replicas_scheduled else "ok",
+                   f"{plan.replicas_scheduled_soon} due within lead time" if plan.replicas_scheduled_soon > plan.replicas_scheduled else ""),
+        Comparison(f"N+{plan.redundancy}", carried, rps, "rps",
+                   "unknown" if rps is None else ("warning" if rps > carried else "ok"),
+                   f"capacity with {plan.redundancy} replica lost"),
+        Comparison("KV fullest", plan.kv_budget_bytes, _kv_used_bytes(figures, plan), "bytes",
+                   _status_at_most(_kv_used_bytes(figures, plan), plan.kv_budget_bytes, 0.9),
+                   "used vs plan's budget per replica"),
+        Comparison("TTFT p95", plan.ttft_p95_target_seconds, fleet.ttft_p95_seconds, "seconds",
+                   _status_at_most(fleet.ttft_p95_seconds, plan.ttft_p95_target_seconds)),
+        Comparison("TPOT p95", plan.tpot_p95_target_seconds, fleet.tpot_p95_seconds, "seconds",
+                   _status_at_most(fleet.tpot_p95_seconds, plan.tpot_p95_target_seconds)),
+        Comparison("E2E p95", plan.e2e_p95_target_seconds, fleet.e2e_p95_seconds, "seconds",
+                   _status_at_most(fleet.e2e_p95_seconds, plan.e2e_p95_target_seconds)),
+        Comparison("mean input", plan.input_tokens_mean, fleet.mean_input_tokens, "tokens",
+                   _drift_status(fleet.mean_input_tokens, plan.input_tokens_mean)),
+        Comparison("mean output", plan.output_tokens_mean, fleet.mean_output_tokens, "tokens",
+                   _drift_status(fleet.mean_output_tokens, plan.output_tokens_mean)),
+        Comparison("$ per M tokens", None, cost_per_million_tokens(figures, plan), "dollars_per_million",
+                   "unknown" if cost_per_million_tokens(figures, plan) is None else "ok", "now"),
+    ]
+    return tuple(rows)
+
+
+def _drift_status(observed: float | None, planned: float | None) -> Status:
+    if observed is None or not planned:
+        return "unknown"
+    return "warning" if abs(observed / planned - 1) >= 0.5 else "ok"
+
+
+# --- the view --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FleetView:
+    name: str
+    figures: FleetFigures
+    plan: PlanNow | None
+    now: float
+    rows: tuple[Row, ...]  # one per replica, in the source's order
+    total: Row
+    comparisons: tuple[Comparison, ...]
+    trends: Trends
+    flag_state: FlagState = field(default_factory=FlagState)
+
+    @property
+    def flags(self) -> tuple[Flag, ...]:
+        return self.flag_state.active
+
+    @property
+    def data_age_seconds(self) -> float:
+        return max(self.now - self.figures.at, 0.0)
+
+    @property
+    def replicas_serving(self) -> int:
+        return _serving(self.figures)
+
+    @property
+    def headroom(self) -> float | None:
+        rps = self.figures.fleet.requests_per_second
+        if self.plan is None or rps is None or self.plan.planned_capacity_rps <= 0:
+            return None
+        return 1 - rps / self.plan.planned_capacity_rps
+
+    def row(self, key: str) -> Row | None:
+        if key == TOTAL_KEY:
+            return self.total
+        return next((r for r in self.rows if r.key == key), None)
+
+
+def _trend_point(figures: FleetFigures, plan: PlanNow | None) -> TrendPoint:
+    fleet = figures.fleet
+    kv = [r.kv_usage for r in figures.replicas if r.kv_usage is not None]
+    return TrendPoint(
+        at=figures.at,
+        load_rps=fleet.requests_per_second,
+        capacity_rps=plan.planned_capacity_rps if plan else None,
+        waiting=fleet.waiting,
+        kv_usage=max(kv) if kv else fleet.kv_usage,
+        ttft_p95_seconds=fleet.ttft_p95_seconds,
+        tpot_p95_seconds=fleet.tpot_p95_seconds,
+        generation_tokens_per_second=fleet.generation_tokens_per_second,
+    )
+
+
+def advance(
+    previous: FleetView | None,
+    name: str,
+    figures: FleetFigures,
+    plan: PlanNow | None,
+    now: float,
+    thresholds: Thresholds | None = None,
+    trend_span_seconds: float = 600.0,
+) -> FleetView:
+    """The next view: trends and flags carried from `previous`, everything else from these figures."""
+    thresholds = thresholds or Thresholds()
+    trends = previous.trends if previous else Trends(span_seconds=trend_span_seconds)
+    looked_back = figures.at - thresholds.drift_lookback_seconds
+    inputs = FlagInputs(
+        figures=figures,
+        plan=plan,
+        tpot_p95_before=trends.value_at("tpot_p95_seconds", looked_back),
+        generation_before=trends.value_at("generation_tokens_per_second", looked_back),
+    )
+    flag_state = evaluate(previous.flag_state if previous else FlagState(), inputs, now, thresholds)
+    rows = tuple(Row(r.name, r, flag_state.worst_for(r.name)) for r in figures.replicas)
+    total = Row(TOTAL_KEY, figures.fleet, flag_state.worst_for("fleet"))
+    return FleetView(
+        name=name,
+        figures=figures,
+        plan=plan,
+        now=now,
+        rows=rows,
+        total=total,
+        comparisons=compare(figures, plan) if plan else (),
+        trends=trends.add(_trend_point(figures, plan)),
+        flag_state=flag_state,
+    )

@@ -1,0 +1,302 @@
+"""The console app: polls each fleet in a chained worker and hands immutable views to the screens.
+
+`open_console(fleets, args, demo=None)` is what `capcon watch` and `capcon demo` call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from textual.app import App
+from textual.binding import Binding
+
+from console.fleet.plan_now import PlanNow, plan_now
+from console.fleet.view import FleetView, advance
+from console.metrics.figures import FleetFigures
+from console.plan.model import Plan
+from console.tui.messages import PollFailed, ViewUpdated
+from console.tui.widgets.console_header import HeaderInfo
+
+MIN_INTERVAL_SECONDS = 1.0
+# Follows the terminal's own 16-colour palette, which is what an SSH session has.
+DEFAULT_THEME = "ansi-dark"
+DEFAULT_INTERVAL_SECONDS = 2.0
+
+
+class Watcher(Protocol):
+    async def poll(self) -> FleetFigures: ...
+
+
+class DemoControls(Protocol):
+    """What `capcon demo` hands over so the console can stir its simulated fleet."""
+
+    def spike(self, factor: float, seconds: float) -> Any: ...
+
+    def fault(self, index: int, kind: str) -> Any: ...
+
+
+@dataclass(frozen=True)
+class FleetHandle:
+    name: str
+    plan: Plan | None
+    watcher: Watcher
+    # What the plan expects at a moment; defaults to the planner's schedule for `plan`.
+    expect: Callable[[float], PlanNow | None] | None = None
+
+    def plan_at(self, now: float) -> PlanNow | None:
+        if self.expect is not None:
+            return self.expect(now)
+        return plan_now(self.plan, now) if self.plan is not None else None
+
+
+class ConsoleApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "capcon"
+    ENABLE_COMMAND_PALETTE = False
+    # Actions that change something outside the console: `--read-only` dims them, in one place.
+    CHANGING_ACTIONS = frozenset({"spike", "fault"})
+    DEMO_ACTIONS = frozenset({"spike", "fault"})
+
+    BINDINGS = [
+        Binding("q", "quit", "quit", id="quit"),
+        Binding("p", "toggle_pause", "pause", id="pause"),
+        Binding("plus,equals_sign", "slower", "slower", id="interval-up"),
+        Binding("minus", "faster", "faster", id="interval-down"),
+        Binding("n", "poll_now", "poll now", show=False, id="poll-now"),
+        Binding("question_mark", "help", "help", id="help"),
+        Binding("o", "overview", "overview", id="overview"),
+        Binding("P", "plan", "plan", id="plan"),
+        Binding("w", "save_screenshot", "screenshot", id="screenshot"),
+        Binding("x", "spike", "spike", id="demo-spike"),
+        Binding("f", "fault", "fault", id="demo-fault"),
+    ]
+
+    def __init__(
+        self,
+        fleets: list[FleetHandle],
+        interval: float = DEFAULT_INTERVAL_SECONDS,
+        read_only: bool = False,
+        demo: DemoControls | None = None,
+        theme: str | None = None,
+        clock: Callable[[], float] = time.time,
+        screenshot_dir: str | Path = ".",
+    ) -> None:
+        super().__init__()
+        if not fleets:
+            raise ValueError("the console needs at least one fleet")
+        self.fleets = list(fleets)
+        self.views: list[FleetView | None] = [None] * len(fleets)
+        self.errors: list[str] = [""] * len(fleets)
+        self.interval = max(float(interval), MIN_INTERVAL_SECONDS)
+        self.read_only = read_only
+        self.demo = demo
+        self.paused = False
+        self.clock = clock
+        self.screenshot_dir = Path(screenshot_dir)
+        self._wake = asyncio.Event()
+        self._faulted: set[int] = set()  # demo replicas this console took down
+        if theme:
+            self.theme = theme
+
+    # --- start, polls, stop --------------------------------------------------
+
+    def on_mount(self) -> None:
+        from console.tui.screens.fleet_screen import FleetScreen
+        from console.tui.screens.overview_screen import OverviewScreen
+
+        self.push_screen(OverviewScreen() if len(self.fleets) > 1 else FleetScreen(0))
+        for index in range(len(self.fleets)):
+            self.run_worker(self._poll_loop(index), name=f"poll-{index}", group="polls", exit_on_error=False)
+        self.set_interval(1.0, self._redraw)  # the data age moves even when the figures do not
+        try:
+            # The SSH session went away: leave cleanly instead of writing to a dead terminal.
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.exit)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+
+    async def _poll_loop(self, index: int) -> None:
+        """One poll at a time per fleet: the next starts `interval` after the last one finished."""
+        handle = self.fleets[index]
+        previous: FleetView | None = None
+        while True:
+            self._wake.clear()  # before polling, so a "poll now" during this poll is not lost
+            if not self.paused:
+                try:
+                    figures = await handle.watcher.poll()
+                    now = self.clock()
+                    previous = advance(previous, handle.name, figures, handle.plan_at(now), now)
+                    self.post_message(ViewUpdated(index, previous))
+                except Exception as error:  # a failing source is shown, never fatal
+                    self.post_message(PollFailed(index, f"poll failed: {type(error).__name__}: {error}"))
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=self.interval)
+            except TimeoutError:
+                pass
+
+    async def on_unmount(self) -> None:
+        for handle in self.fleets:
+            close = getattr(handle.watcher, "aclose", None)
+            if close is not None:
+                try:
+                    await close()
+                except Exception:  # leaving anyway: a source that fails to close must not block the exit
+                    pass
+
+    def on_view_updated(self, message: ViewUpdated) -> None:
+        self.views[message.index] = message.view
+        self.errors[message.index] = ""
+        self._redraw()
+
+    def on_poll_failed(self, message: PollFailed) -> None:
+        self.errors[message.index] = message.error
+        self._redraw()
+
+    def _redraw(self) -> None:
+        # Only the screen on top renders: hidden screens catch up when they come back.
+        redraw = getattr(self.screen, "redraw", None)
+        if redraw is not None:
+            redraw()
+
+    def header_info(self, index: int | None) -> HeaderInfo:
+        if index is None:
+            errors = [e for e in self.errors if e]
+            return HeaderInfo(
+                fleet=f"{len(self.fleets)} fleets", plan=None, source=None, window_seconds=None,
+                age_seconds=max((self.clock() - v.figures.at for v in self.views if v), default=None),
+                interval_seconds=self.interval, paused=self.paused, read_only=self.read_only,
+                error=errors[0] if errors else "",
+            )
+        view, handle = self.views[index], self.fleets[index]
+        return HeaderInfo(
+            fleet=handle.name,
+            plan=handle.plan.name if handle.plan else (view.plan.plan_name if view and view.plan else None),
+            source=view.figures.source if view else None,
+            window_seconds=view.figures.window_seconds if view else None,
+            age_seconds=self.clock() - view.figures.at if view else None,
+            interval_seconds=self.interval,
+            paused=self.paused,
+            read_only=self.read_only,
+            error=self.errors[index] or (view.figures.source_error if view else ""),
+        )
+
+    # --- the read-only gate --------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in self.DEMO_ACTIONS and self.demo is None:
+            return False  # no demo fleet: the keys are not shown at all
+        if action in self.CHANGING_ACTIONS and self.read_only:
+            return None  # shown dimmed: the operator sees it exists and is off
+        if action == "overview" and len(self.fleets) < 2:
+            return False
+        if action == "plan" and self._fleet_on_screen() is None:
+            return False  # no plan to show here (overview, or a fleet watched without a plan)
+        return True
+
+    # --- actions -------------------------------------------------------------
+
+    def action_toggle_pause(self) -> None:
+        self.paused = not self.paused
+        if not self.paused:
+            self._wake.set()  # poll at once on resume
+        self._redraw()
+
+    def action_poll_now(self) -> None:
+        self._wake.set()
+
+    def action_slower(self) -> None:
+        self.interval = self.interval + (1.0 if self.interval < 10 else 5.0)
+        self._redraw()
+
+    def action_faster(self) -> None:
+        self.interval = max(MIN_INTERVAL_SECONDS, self.interval - (5.0 if self.interval > 10 else 1.0))
+        self._wake.set()  # do not sit out the rest of the old, longer wait
+        self._redraw()
+
+    def action_help(self) -> None:
+        from console.tui.screens.help_screen import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def _fleet_on_screen(self) -> int | None:
+        index = getattr(self.screen, "index", None)
+        if index is None or self.fleets[index].plan is None:
+            return None
+        return index
+
+    def action_plan(self) -> None:
+        from console.tui.screens.plan_screen import PlanScreen
+
+        index = self._fleet_on_screen()
+        if index is not None and not isinstance(self.screen, PlanScreen):
+            self.push_screen(PlanScreen(index, self.fleets[index].plan))
+
+    def action_overview(self) -> None:
+        from console.tui.screens.overview_screen import OverviewScreen
+
+        while len(self.screen_stack) > 2 and not isinstance(self.screen, OverviewScreen):
+            self.pop_screen()
+        if not isinstance(self.screen, OverviewScreen):
+            self.pop_screen()
+
+    def action_save_screenshot(self) -> None:
+        self.screenshot_dir.mkdir(parents=True, exist_ok=True)
+        path = self.save_screenshot(path=str(self.screenshot_dir))
+        self.notify(f"saved {path}", timeout=4)
+
+    async def action_spike(self) -> None:
+        await self._demo("spike", 3.0, 60.0)
+        self.notify("demo: traffic x3 for 60 s", timeout=3)
+
+    async def action_fault(self) -> None:
+        index = 0
+        table = getattr(self.screen, "table", None)
+        view = self.views[getattr(self.screen, "index", 0) or 0]
+        if table is not None and table.selected and view is not None:
+            index = next((i for i, r in enumerate(view.rows) if r.key == table.selected), 0)
+        if index in self._faulted and hasattr(self.demo, "clear_fault"):
+            await self._demo("clear_fault", index, "down")
+            self._faulted.discard(index)
+            self.notify(f"demo: replica {index} back", timeout=3)
+            return
+        await self._demo("fault", index, "down")
+        self._faulted.add(index)
+        self.notify(f"demo: replica {index} down (f again brings it back)", timeout=3)
+
+    async def _demo(self, name: str, *arguments) -> None:
+        result = getattr(self.demo, name)(*arguments)
+        if inspect.isawaitable(result):
+            await result
+
+
+def handles_for(watcher: Watcher, name: str | None = None) -> list[FleetHandle]:
+    """One fleet from a lone watcher: named after its plan when it has one."""
+    plan = getattr(watcher, "plan", None)
+    return [FleetHandle(name or (plan.name if plan is not None else "fleet"), plan, watcher)]
+
+
+def open_console(fleets: list[FleetHandle] | Any, args: Any, demo: DemoControls | None = None) -> int:
+    """Run the console until the operator quits; returns the exit code.
+
+    `fleets` is a list of FleetHandle (one per plan); a single watcher passed as
+    `open_console(args, watcher)` is also accepted and becomes one fleet.
+    `args` gives interval, read_only, theme and screenshot_dir (all optional).
+    """
+    if not isinstance(fleets, (list, tuple)):
+        fleets, args = handles_for(args), fleets
+    app = ConsoleApp(
+        list(fleets),
+        interval=getattr(args, "interval", None) or DEFAULT_INTERVAL_SECONDS,
+        read_only=bool(getattr(args, "read_only", False)),
+        demo=demo,
+        theme=getattr(args, "theme", None) or DEFAULT_THEME,
+        screenshot_dir=getattr(args, "screenshot_dir", None) or ".",
+    )
+    app.run()
+    return int(app.return_code or 0)

@@ -1,0 +1,43 @@
+"""Label values (model names, URLs, error texts) shown literally.
+
+A replica's labels come from whoever runs it: a `model_name` may hold Rich
+markup or ANSI escape sequences. Widgets build `rich.text.Text` objects (never
+markup strings) from these values, and control characters are shown as visible
+escapes so nothing can style, move the cursor or clear the screen.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from rich.text import Text
+
+
+def printable(value: object) -> str:
+    out = []
+    for char in str(value):
+        if char == " " or not unicodedata.category(char).startswith("C"):
+            out.append(char)
+        else:
+            out.append(char.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
+
+
+def literal(value: object, style: str = "") -> Text:
+    return Text(printable(value), style=style, no_wrap=True, overflow="ellipsis")
+
+
+def fit(value: str, width: int, right: bool = False) -> str:
+    """Pad or cut to exactly `width` cells (an ellipsis marks a cut)."""
+    if len(value) > width:
+        value = value[: max(width - 1, 0)] + "…"
+    return value.rjust(width) if right else value.ljust(width)
+
+
+def fit_middle(value: str, width: int) -> str:
+    """Cut from the middle: replica names differ at their ends (host numbers, ports)."""
+    if len(value) <= width:
+        return value.ljust(width)
+    head = (width - 1) // 2
+    tail = width - 1 - head
+    return value[:head] + "…" + (value[-tail:] if tail else "")

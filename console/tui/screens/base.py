@@ -1,0 +1,29 @@
+"""What every console screen shares: it draws the app's latest views, once composed and only while on top."""
+
+from __future__ import annotations
+
+from textual.css.query import NoMatches
+from textual.screen import Screen
+
+
+class ConsoleScreen(Screen):
+    _ready = False
+
+    def draw(self) -> None:
+        """Render the app's latest immutable views."""
+
+    def redraw(self) -> None:
+        # Called after each poll and each second (data age); a screen still composing waits for on_mount.
+        if not self._ready:
+            return
+        try:
+            self.draw()
+        except NoMatches:
+            pass  # mid-compose or mid-teardown: the next poll draws it
+
+    def on_mount(self) -> None:
+        self._ready = True
+        self.redraw()
+
+    def on_screen_resume(self) -> None:
+        self.redraw()

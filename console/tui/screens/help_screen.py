@@ -1,0 +1,41 @@
+"""Keys and the filter syntax."""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+HELP = """\
+capcon console: keys
+
+  q          quit                    ?        this help (Esc closes)
+  p          pause / resume polling  + / -    slower / faster (1 s floor)
+  s          sort by the next column r        reverse the sort
+  /          filter rows             Esc      clear the filter
+  up / down  choose a replica        Enter    its every figure
+  o          overview of all fleets  w        save an SVG screenshot
+  n          poll now                P        the plan: week schedule, report
+  x / f      demo only: traffic spike / fault the chosen replica
+             (dimmed in --read-only: nothing that changes the fleet runs)
+
+Filters: a column, an operator and a value, or any text to match a name,
+state or URL:  kv>0.9   kv>=90%   wait>=1   state=down   name~gpu-3
+Columns: name state rps prompt gen run wait kv preempt ttft50 ttft tpot
+e2e queue prefix. An unknown value (shown as –) matches no comparison.
+
+Severity reads as a word and a symbol as well as a colour:
+  ✖ CRIT   ▲ WARN   ● info   ✓ ok   ? unknown
+"""
+
+
+class HelpScreen(ModalScreen):
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "close", id="close-help"),
+        Binding("question_mark", "app.pop_screen", "close", show=False),
+    ]
+
+    def compose(self):
+        with VerticalScroll(id="help"):
+            yield Static(HELP, markup=False)

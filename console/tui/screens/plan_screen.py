@@ -1,0 +1,77 @@
+"""The plan: the week's schedule with now marked, and the `capcon plan` report."""
+
+from __future__ import annotations
+
+import os
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Footer, Static
+
+from console.plan.model import DAYS, Plan
+from console.tui.literal import printable
+from console.tui.screens.base import ConsoleScreen
+from console.tui.widgets.console_header import ConsoleHeader
+
+
+def week_grid(replicas_by_hour: tuple[tuple[int, ...], ...], now: tuple[int, int] | None) -> Text:
+    """Replicas scheduled per day and hour; the current hour in reverse video and named below."""
+    text = Text(no_wrap=True)
+    text.append("replicas scheduled, by hour\n", style="bold")
+    text.append("     " + "".join(f"{h:>3}" for h in range(24)) + "\n")
+    for day, row in enumerate(replicas_by_hour):
+        text.append(f"{DAYS[day]:<5}")
+        for hour, count in enumerate(row):
+            text.append(f"{count:>3}", style="reverse bold" if now == (day, hour) else "")
+        text.append("\n")
+    if now is not None:
+        day, hour = now
+        text.append(f"now: {DAYS[day]} {hour:02d}:00, {replicas_by_hour[day][hour]} replicas scheduled")
+    return text
+
+
+class PlanScreen(ConsoleScreen):
+    BINDINGS = [Binding("escape", "app.pop_screen", "back", id="back-from-plan")]
+
+    def __init__(self, index: int, plan: Plan) -> None:
+        super().__init__()
+        self.index = index
+        self.plan = plan
+        self._report: str | None = None
+        self._shown_now: tuple[int, int] | None | bool = False
+
+    def compose(self):
+        yield ConsoleHeader()
+        with VerticalScroll():
+            yield Static(id="week")
+            yield Static(id="report", markup=False)
+        yield Footer()
+
+    def draw(self) -> None:
+        from console.plan.report import render
+        from console.plan.schedule import schedule
+        from console.plan.sizing import size
+
+        self.query_one(ConsoleHeader).show(self.app.header_info(self.index))
+        view = self.app.views[self.index]
+        now = (view.plan.weekday, view.plan.hour) if view and view.plan else None
+        if now != self._shown_now:
+            self._shown_now = now
+            self.query_one("#week", Static).update(week_grid(schedule(self.plan).replicas_by_hour, now))
+        if self._report is None:
+            self._report = printable_report(render(size(self.plan), schedule(self.plan), shown_path(self.plan.source_path)))
+            self.query_one("#report", Static).update(Text(self._report))
+
+
+def shown_path(path: str) -> str:
+    """The plan file relative to where capcon runs, as the operator typed it; absolute only outside it."""
+    if not path:
+        return ""
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
+def printable_report(report: str) -> str:
+    """The report keeps its line breaks; anything else unprintable from the plan file is shown escaped."""
+    return "\n".join(printable(line) for line in report.split("\n"))

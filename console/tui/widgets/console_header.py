@@ -1,0 +1,52 @@
+"""The top line: which fleet and plan, where the figures come from, how old they are, and the console's mode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+
+from console.fleet import format as fmt
+from console.tui.widgets.diff_text import DiffText
+from console.tui.literal import printable
+
+
+@dataclass(frozen=True)
+class HeaderInfo:
+    fleet: str
+    plan: str | None
+    source: str | None  # "scrape" or "prometheus"; None before the first poll
+    window_seconds: float | None
+    age_seconds: float | None
+    interval_seconds: float
+    paused: bool
+    read_only: bool
+    overflow: str | None = None  # the overflow mode, when a later part switches it
+    error: str = ""
+
+
+class ConsoleHeader(DiffText):
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._shown: HeaderInfo | None = None
+
+    def show(self, info: HeaderInfo) -> None:
+        if info == self._shown:
+            return
+        self._shown = info
+        self.set_class(info.paused, "-paused")
+        self.set_class(bool(info.error), "-error")
+        text = Text(no_wrap=True, overflow="ellipsis")
+        # Most urgent first: at 80 columns the tail is cut.
+        text.append(f" {printable(info.fleet)} ", style="bold")
+        text.append("‖ PAUSED" if info.paused else "● live", style="bold reverse" if info.paused else "")
+        if info.read_only:
+            text.append(" READ-ONLY", style="bold")
+        text.append(f" · age {fmt.age(info.age_seconds)} · every {info.interval_seconds:g}s")
+        if info.source:
+            source = info.source + (f" {fmt.window(info.window_seconds)}" if info.window_seconds else "")
+            text.append(f" · {source} · plan {printable(info.plan) if info.plan else 'none'}")
+        text.append(f" · overflow {printable(info.overflow) if info.overflow else fmt.UNKNOWN}")
+        if info.error:
+            text.append(f" · ✖ {printable(info.error)}", style="bold")
+        self.show_text(text)

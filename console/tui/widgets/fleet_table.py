@@ -1,0 +1,136 @@
+"""The fleet table: a header, one row widget per replica (keyed by replica name) and the fleet total.
+
+Rows are mounted once and then updated in place; a row repaints only when its
+text changes. Columns that do not fit the width are dropped by priority, so
+80 columns keep state, load, queue, KV and latency.
+"""
+
+from __future__ import annotations
+
+from textual.containers import Vertical, VerticalScroll
+
+from console.fleet.view import COLUMN_BY_KEY, COLUMNS, TOTAL_KEY, FleetView, Row, RowFilter, sort_rows
+from console.tui.literal import fit
+from console.tui.widgets.table_row import BADGE_WIDTH, WIDTHS, TableRow
+
+
+def columns_for(width: int) -> tuple[str, ...]:
+    """The columns that fit `width` cells, dropping the least important first."""
+    chosen = list(COLUMNS)
+    while chosen and BADGE_WIDTH + sum(WIDTHS[c.key] for c in chosen) > width:
+        least = max(chosen, key=lambda c: (c.priority, COLUMNS.index(c)))
+        if least.priority == 0:
+            break
+        chosen.remove(least)
+    return tuple(c.key for c in chosen)
+
+
+class FleetTable(Vertical):
+    DEFAULT_CSS = """
+    FleetTable { height: auto; }
+    FleetTable > VerticalScroll { height: auto; max-height: 100%; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.view: FleetView | None = None
+        self.sort_key: str | None = None  # None: the source's order
+        self.descending = False
+        self.row_filter = RowFilter()
+        self.selected: str | None = None
+        self.order: tuple[str, ...] = ()
+        self._rows: dict[str, TableRow] = {}
+        self._header = TableRow("header", classes="header")
+        self._body = VerticalScroll(classes="body")
+        self._total = TableRow(TOTAL_KEY, classes="total")
+        self._columns: tuple[str, ...] = columns_for(80)
+
+    def compose(self):
+        yield self._header
+        yield self._body
+        yield self._total
+
+    def on_resize(self) -> None:
+        columns = columns_for(self.size.width)
+        if columns != self._columns:
+            self._columns = columns
+            self.refresh_rows()
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self._columns
+
+    # --- what the screen calls ----------------------------------------------
+
+    def show_view(self, view: FleetView) -> None:
+        self.view = view
+        self.refresh_rows()
+
+    def sort_by(self, key: str | None, descending: bool = False) -> None:
+        self.sort_key, self.descending = key, descending
+        self.refresh_rows()
+
+    def filter_by(self, row_filter: RowFilter) -> None:
+        self.row_filter = row_filter
+        self.refresh_rows()
+
+    def move(self, step: int) -> None:
+        if not self.order:
+            return
+        index = self.order.index(self.selected) if self.selected in self.order else -1
+        self.selected = self.order[max(0, min(len(self.order) - 1, index + step))]
+        self.refresh_rows()
+        self._rows[self.selected].scroll_visible()
+
+    def selected_row(self) -> Row | None:
+        return self.view.row(self.selected) if self.view and self.selected else None
+
+    # --- rendering -----------------------------------------------------------
+
+    def _header_cells(self) -> tuple[str, ...]:
+        titles = []
+        for key in self._columns:
+            title = COLUMN_BY_KEY[key].title
+            if key == self.sort_key:
+                title += "▼" if self.descending else "▲"
+            titles.append(title)
+        return tuple(titles)
+
+    def refresh_rows(self) -> None:
+        self._header.show("", self._header_cells(), self._columns)
+        if self.view is None or not self.is_mounted:
+            return
+        rows = self.view.rows
+        if self.sort_key:
+            rows = sort_rows(rows, self.sort_key, self.descending)
+        rows = tuple(r for r in rows if self.row_filter.matches(r))
+        order = tuple(r.key for r in rows)
+        self._place(order)
+        if self.selected not in order:
+            self.selected = None
+        for row in rows:
+            self._rows[row.key].show_row(row, self._columns, selected=row.key == self.selected)
+        up = self.view.replicas_serving
+        total_name = fit(f"FLEET {up}/{len(self.view.rows)}", WIDTHS["name"] - 1)
+        total = self.view.total
+        worst = self.view.flags[0].severity if self.view.flags else None
+        total = Row(total.key, total.figures, worst)
+        self._total.show_row(total, self._columns, name=total_name)
+
+    def _place(self, order: tuple[str, ...]) -> None:
+        """Mount rows for new replicas, remove rows of gone ones, and reorder only when the order changed."""
+        if order == self.order:
+            return
+        for key in [k for k in self._rows if k not in order]:
+            self._rows.pop(key).remove()
+        new = [TableRow(key, classes="replica") for key in order if key not in self._rows]
+        for widget in new:
+            self._rows[widget.key] = widget
+        if new:
+            self._body.mount_all(new)
+        for index, key in enumerate(order):
+            widget = self._rows[key]
+            children = [c for c in self._body.children if c in self._rows.values()]
+            if index < len(children) and children[index] is not widget:
+                self._body.move_child(widget, before=children[index])
+        self.order = order

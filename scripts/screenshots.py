@@ -1,0 +1,82 @@
+"""Export SVG screenshots of the console from a simulated fleet: `python scripts/screenshots.py [OUT_DIR]`.
+
+The real pipeline runs end to end: simulated vLLM replicas on loopback, the
+scrape source, the watcher, the console. One fleet is pushed over its plan (a
+traffic spike) with a replica taken down, so the flags panel has work to show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from console.fleet.plan_now import plan_now, week_time  # noqa: E402
+from console.plan.schema import load_plan  # noqa: E402
+from console.sim.fleet import SimFleet  # noqa: E402
+from console.sources.base import targets_from  # noqa: E402
+from console.sources.scrape import ScrapeSource  # noqa: E402
+from console.tui.app import DEFAULT_THEME, ConsoleApp, FleetHandle  # noqa: E402
+from console.watcher import Watcher  # noqa: E402
+
+PLANS = (REPO / "plans" / "internal-assistant-18rps.yaml", REPO / "plans" / "chat-8b-l40s.yaml")
+WINDOW_SECONDS = 20.0
+POLLS_BEFORE_SHOT = 45  # one a second: the window fills and the flags pass their minimum duration
+
+
+def handle_for(sim: SimFleet, plan) -> FleetHandle:
+    source = ScrapeSource(targets_from(sim.metrics_urls), timeout=2.0)
+    watcher = Watcher(source, WINDOW_SECONDS, plan=plan, interval_seconds=1.0)
+    # The simulated fleet runs the plan's week fast: compare with the plan at the simulated hour.
+    return FleetHandle(plan.name, plan, watcher, expect=lambda now: plan_now(plan, week_time(sim.traffic.week_seconds())))
+
+
+async def run_for(pilot, seconds: float) -> None:
+    for _ in range(int(seconds * 10)):
+        await pilot.pause(0.1)
+
+
+async def shoot(out: Path) -> list[Path]:
+    plans = [load_plan(str(path)) for path in PLANS]
+    saved: list[Path] = []
+    async with SimFleet(plans[0], replicas=5, seed=1) as busy, SimFleet(plans[1], replicas=3, seed=2) as calm:
+        fleets = [handle_for(busy, plans[0]), handle_for(calm, plans[1])]
+        app = ConsoleApp(fleets, interval=1.0, demo=busy, theme=DEFAULT_THEME)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await run_for(pilot, 5)
+            busy.spike(3.0, 120.0)
+            await busy.fault(3, "down")
+            await run_for(pilot, POLLS_BEFORE_SHOT)
+            saved.append(Path(app.save_screenshot("overview.svg", str(out))))
+            await pilot.press("enter")
+            await run_for(pilot, 2)
+            saved.append(Path(app.save_screenshot("fleet-120x40.svg", str(out))))
+            await pilot.resize_terminal(80, 24)
+            await run_for(pilot, 2)
+            saved.append(Path(app.save_screenshot("fleet-80x24.svg", str(out))))
+            await pilot.press("down", "enter")
+            await run_for(pilot, 2)
+            saved.append(Path(app.save_screenshot("replica-80x24.svg", str(out))))
+            await pilot.press("escape")
+            await pilot.resize_terminal(100, 40)
+            await pilot.press("P")
+            await run_for(pilot, 2)
+            saved.append(Path(app.save_screenshot("plan-100x40.svg", str(out))))
+    return saved
+
+
+def main() -> int:
+    out = (Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "screenshots").resolve()
+    os.chdir(REPO)  # the plan screen names its file relative to here
+    out.mkdir(parents=True, exist_ok=True)
+    for path in asyncio.run(shoot(out)):
+        print(path.relative_to(REPO) if path.is_relative_to(REPO) else path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""FleetView: plan beside actual, trends carried between polls, sort and filter on any column."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.fleet.flags import Thresholds
+from console.fleet.trends import TrendPoint, Trends
+from console.fleet.view import (
+    COLUMNS,
+    FilterError,
+    Row,
+    advance,
+    cost_per_million_tokens,
+    parse_filter,
+    sort_rows,
+)
+from tests.fleet.builders import fleet, plan_now, replica
+
+
+def comparisons(view) -> dict:
+    return {c.label: c for c in view.comparisons}
+
+
+def test_plan_beside_actual_at_this_hour():
+    figures = fleet(
+        replica("r1", kv_usage=0.5, kv_capacity_tokens=100_000.0),
+        replica("r2", kv_usage=0.8, kv_capacity_tokens=100_000.0),
+        replica("r3", state="down"),
+        requests_per_second=12.0,
+        generation_tokens_per_second=2000.0,
+        ttft_p95_seconds=1.3,
+        mean_input_tokens=2100.0,
+        at=1000.0,
+    )
+    view = advance(None, "assistant", figures, plan_now(), now=1003.0)
+    rows = comparisons(view)
+    assert rows["load/capacity"].planned == 20.0 and rows["load/capacity"].actual == 12.0
+    assert rows["headroom"].actual == pytest.approx(0.4)
+    assert rows["replicas up"].actual == 2 and rows["replicas up"].status == "warning"  # 2 serving of 4
+    assert rows["N+1"].planned == 5.0 and rows["N+1"].status == "warning"  # one lost leaves 1 x 5 req/s
+    # fullest replica: 0.8 x 100k tokens x 320 KiB per token
+    assert rows["KV fullest"].actual == pytest.approx(0.8 * 100_000 * 327680.0)
+    assert rows["TTFT p95"].status == "warning"  # 1.3 s is over 80 % of 1.5 s
+    assert rows["TPOT p95"].status == "unknown"  # no figure: unknown, never 0
+    assert view.data_age_seconds == 3.0
+    assert view.replicas_serving == 2
+
+
+def test_cost_per_million_tokens_now():
+    # 3 replicas x 2 GPUs x $2.50 = $15/h; 2000 tok/s = 7.2 M tokens/h
+    figures = fleet(replica("a"), replica("b"), replica("c"), generation_tokens_per_second=2000.0)
+    assert cost_per_million_tokens(figures, plan_now()) == pytest.approx(15 / 7.2)
+    assert cost_per_million_tokens(fleet(replica("a")), plan_now()) is None  # nothing generated: unknown
+
+
+def test_without_a_plan_there_is_nothing_to_compare():
+    view = advance(None, "bare", fleet(replica("r1"), requests_per_second=1.0), None, now=1000.0)
+    assert view.comparisons == () and view.headroom is None
+
+
+def test_trends_and_flags_carry_over_between_polls():
+    view = None
+    for i in range(4):
+        figures = fleet(replica("r1", waiting=4.0), at=1000.0 + 15 * i, requests_per_second=float(i), waiting=4.0)
+        view = advance(view, "f", figures, plan_now(), now=1000.0 + 15 * i)
+    assert view.trends.series("load_rps") == (0.0, 1.0, 2.0, 3.0)
+    assert view.trends.series("capacity_rps") == (20.0,) * 4
+    assert "saturation:r1" in {f.id for f in view.flags}  # held 45 s >= 30 s
+    assert view.row("r1").severity == "warning"
+
+
+def test_drift_rule_looks_back_through_the_trends():
+    thresholds = Thresholds(min_duration_seconds=0.0, drift_lookback_seconds=60.0)
+    view = None
+    for i, tpot in enumerate([0.020, 0.022, 0.026, 0.034]):
+        figures = fleet(replica("r1"), at=1000.0 + 30 * i, tpot_p95_seconds=tpot, generation_tokens_per_second=1000.0)
+        view = advance(view, "f", figures, plan_now(), now=1000.0 + 30 * i, thresholds=thresholds)
+    # 34 ms now against 22 ms 60 s ago, generation flat, 85 % of the 40 ms target
+    assert "latency_drift:fleet" in {f.id for f in view.flags}
+
+
+def test_trend_ring_is_bounded_by_span_and_count():
+    trends = Trends(span_seconds=100.0, limit=3)
+    for at in (0.0, 50.0, 60.0, 70.0, 80.0):
+        trends = trends.add(TrendPoint(at=at, load_rps=at))
+    assert trends.series("load_rps") == (60.0, 70.0, 80.0)
+    trends = Trends(span_seconds=100.0, limit=100)
+    for at in (0.0, 50.0, 150.0):
+        trends = trends.add(TrendPoint(at=at, load_rps=at))
+    assert trends.series("load_rps") == (50.0, 150.0)
+    assert trends.add(TrendPoint(at=150.0, load_rps=9.0)) is trends  # the same scrape twice
+    assert trends.value_at("load_rps", 149.0) == 50.0
+    assert trends.value_at("load_rps", 10.0) is None
+
+
+ROWS = tuple(
+    Row(r.name, r, None)
+    for r in (
+        replica("b", kv_usage=0.95, waiting=3.0),
+        replica("a", kv_usage=0.40, waiting=0.0),
+        replica("c", state="down"),
+        replica("d", kv_usage=0.91, waiting=1.0),
+    )
+)
+
+
+@pytest.mark.parametrize("column", [c.key for c in COLUMNS])
+def test_every_column_sorts_with_unknown_last(column):
+    for descending in (False, True):
+        keys = [r.key for r in sort_rows(ROWS, column, descending)]
+        known = [r for r in ROWS if r.value(column) is not None]
+        assert sorted(keys) == ["a", "b", "c", "d"]
+        assert all(ROWS[[x.key for x in ROWS].index(k)].value(column) is None for k in keys[len(known):])
+
+
+def test_sort_on_kv_both_ways():
+    assert [r.key for r in sort_rows(ROWS, "kv")] == ["a", "d", "b", "c"]
+    assert [r.key for r in sort_rows(ROWS, "kv", descending=True)] == ["b", "d", "a", "c"]
+
+
+@pytest.mark.parametrize(
+    "text,keys",
+    [
+        ("", ["b", "a", "c", "d"]),
+        ("kv>0.9", ["b", "d"]),
+        ("kv>=91%", ["b", "d"]),
+        ("kv<0.5", ["a"]),  # the down replica's unknown KV is not 0
+        ("wait>=1", ["b", "d"]),
+        ("state=down", ["c"]),
+        ("state!=up", ["c"]),
+        ("name~b", ["b"]),
+        ("down", ["c"]),  # plain text matches name, state or URL
+    ],
+)
+def test_filter_on_any_column(text, keys):
+    chosen = parse_filter(text)
+    assert [r.key for r in ROWS if chosen.matches(r)] == keys
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [("speed>3", "unknown column 'speed'"), ("kv>lots", "expected a number"), ("state>up", "holds text")],
+)
+def test_bad_filters_say_what_was_expected(text, message):
+    with pytest.raises(FilterError, match=message):
+        parse_filter(text)

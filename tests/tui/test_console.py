@@ -1,0 +1,321 @@
+"""Console behaviour through Pilot: keys, sort, filter, pause, read-only, screens, flags as data changes."""
+
+from __future__ import annotations
+
+from console.tui.app import MIN_INTERVAL_SECONDS, ConsoleApp, FleetHandle
+from console.tui.screens.fleet_screen import FleetScreen
+from console.tui.screens.help_screen import HelpScreen
+from console.tui.screens.overview_screen import OverviewScreen
+from console.tui.screens.replica_screen import ReplicaScreen
+from console.tui.widgets.console_header import ConsoleHeader
+from console.tui.widgets.fleet_table import FleetTable
+from console.tui.widgets.flags_panel import FlagsPanel
+from console.tui.widgets.table_row import TableRow
+from tests.tui.conftest import make_app, poll_times, settle, shown
+from tests.tui.fakes import (
+    PLAN_NOW,
+    FakeClock,
+    FakeWatcher,
+    fleet_of,
+    normal_fleet,
+    replica,
+    saturated_fleet,
+)
+
+MIXED = fleet_of(
+    replica("gpu-1", kv_usage=0.30),
+    replica("gpu-2", kv_usage=0.91, waiting=2.0),
+    replica("gpu-3", kv_usage=0.62),
+    replica("gpu-4", state="down"),
+)
+
+
+def rows_text(app) -> dict[str, str]:
+    table = app.screen.query_one(FleetTable)
+    return {w.key: shown(w) for w in table.query(TableRow) if w.key in table.order}
+
+
+async def test_sort_cycles_columns_and_reverses():
+    app = make_app(MIXED)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(FleetTable)
+        assert table.order == ("gpu-1", "gpu-2", "gpu-3", "gpu-4")  # the source's order
+        columns = [None, "name", "state", "rps", "prompt", "gen", "run", "wait", "kv"]
+        for _ in range(columns.index("kv")):
+            await pilot.press("s")
+        assert table.sort_key == "kv" and table.descending
+        assert table.order == ("gpu-2", "gpu-3", "gpu-1", "gpu-4")  # unknown KV last
+        assert "KV▼" in shown(table.query(TableRow).first())
+        await pilot.press("r")
+        assert table.order == ("gpu-1", "gpu-3", "gpu-2", "gpu-4")  # reversed, unknown still last
+
+
+async def test_filter_keeps_matching_rows_and_reports_a_bad_one():
+    app = make_app(MIXED)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(FleetTable)
+        await pilot.press("slash", *"kv>=90%", "enter")
+        assert table.order == ("gpu-2",)
+        await pilot.press("slash", "ctrl+u", *"speed>1", "enter")
+        assert table.order == ("gpu-2",)  # the bad filter changed nothing
+        assert "unknown column 'speed'" in str(app.screen.query_one("#filter").border_title)
+        await pilot.press("escape")
+        await pilot.press("escape")
+        assert table.order == ("gpu-1", "gpu-2", "gpu-3", "gpu-4")
+        await pilot.press("slash", *"down", "enter")
+        assert table.order == ("gpu-4",)
+
+
+async def test_pause_stops_polls_and_says_so():
+    app = make_app(normal_fleet())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("p")
+        assert app.paused
+        header = app.screen.query_one(ConsoleHeader)
+        assert "PAUSED" in shown(header)
+        polls = app.fleets[0].watcher.polls
+        await pilot.press("n")
+        await pilot.pause(0.1)
+        assert app.fleets[0].watcher.polls == polls
+        await pilot.press("p")
+        await settle(pilot, polls + 1)
+        assert app.fleets[0].watcher.polls == polls + 1
+        assert "live" in shown(header) and "PAUSED" not in shown(header)
+
+
+async def test_interval_keys_have_a_one_second_floor():
+    app = make_app(normal_fleet(), interval=3.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        for _ in range(5):
+            await pilot.press("minus")
+        assert app.interval == MIN_INTERVAL_SECONDS
+        await pilot.press("plus")
+        assert app.interval == 2.0
+        assert "every 2s" in shown(app.screen.query_one(ConsoleHeader))
+
+
+class DemoRecorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def spike(self, factor: float, seconds: float) -> None:
+        self.calls.append(("spike", factor, seconds))
+
+    async def fault(self, index: int, kind: str) -> None:
+        self.calls.append(("fault", index, kind))
+
+    async def clear_fault(self, index: int, kind: str) -> None:
+        self.calls.append(("clear_fault", index, kind))
+
+
+async def test_read_only_dims_demo_actions_through_one_gate():
+    demo = DemoRecorder()
+    app = make_app(normal_fleet(), demo=demo, read_only=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.check_action("spike", ()) is None  # dimmed, not hidden
+        assert app.check_action("fault", ()) is None
+        await pilot.press("x", "f")
+        assert demo.calls == []
+        assert "READ-ONLY" in shown(app.screen.query_one(ConsoleHeader))
+
+
+async def test_demo_keys_drive_the_demo_fleet():
+    demo = DemoRecorder()
+    app = make_app(normal_fleet(), demo=demo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("down", "down", "f", "x", "f")
+        await pilot.pause()
+        assert demo.calls == [("fault", 1, "down"), ("spike", 3.0, 60.0), ("clear_fault", 1, "down")]
+
+
+async def test_demo_keys_absent_without_a_demo():
+    app = make_app(normal_fleet())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.check_action("spike", ()) is False
+        assert app.check_action("overview", ()) is False  # one fleet: no overview
+
+
+async def test_unknown_figures_show_as_unknown_never_zero():
+    figures = fleet_of(replica("fresh", kv_usage=None, waiting=None, ttft_p95_seconds=None, requests_per_second=None))
+    app = make_app(figures)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        cells = rows_text(app)["fresh"].split()
+        # badge (2 words), name, state, then req/s ... : unknown figures read "–"
+        table = app.screen.query_one(FleetTable)
+        by_column = dict(zip(table.columns, cells[2:]))
+        assert by_column["rps"] == "–" and by_column["kv"] == "–" and by_column["wait"] == "–"
+        assert by_column["ttft"] == "–"
+
+
+async def test_flags_appear_and_clear_as_the_data_changes():
+    clock = FakeClock()
+    app = make_app(saturated_fleet(), clock=clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        panel = app.screen.query_one(FlagsPanel)
+        assert "no flags" in shown(panel)  # one poll: the minimum duration has not passed
+        await poll_times(pilot, 3)  # 30 s of saturation: the minimum duration
+        text = shown(panel)
+        assert "saturated · gpu-1, gpu-2, gpu-3, gpu-4" in text
+        assert "load over plan" in text and "SLO breach: TTFT" in text
+        assert "CRIT" in rows_text(app)["gpu-1"]
+        app.fleets[0].watcher.then(normal_fleet())
+        await poll_times(pilot, 1)
+        assert "no flags" in shown(panel)
+        assert "✓ ok" in rows_text(app)["gpu-1"]
+
+
+async def test_rows_are_keyed_and_repaint_only_when_their_text_changes():
+    clock = FakeClock()
+    first = normal_fleet()
+    second = fleet_of(
+        replica("gpu-1"), replica("gpu-2", kv_usage=0.52, running=24.0), replica("gpu-3", kv_usage=0.77),
+        replica("gpu-4", requests_per_second=3.2),
+    )
+    app = make_app(first, second, clock=clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(FleetTable)
+        widgets = {w.key: w for w in table.query(TableRow) if w.key in table.order}
+        before = {k: w.renders for k, w in widgets.items()}
+        await poll_times(pilot, 1)
+        after = {w.key: w for w in table.query(TableRow) if w.key in table.order}
+        assert all(after[k] is widgets[k] for k in widgets)  # the same widgets, updated in place
+        changed = {k for k in widgets if widgets[k].renders != before[k]}
+        assert changed == {"gpu-3"}
+
+
+async def test_overview_lists_fleets_and_enter_opens_one():
+    clock = FakeClock()
+    fleets = [
+        FleetHandle("assistant", None, FakeWatcher(normal_fleet(), clock=clock), expect=lambda now: PLAN_NOW),
+        FleetHandle("batch", None, FakeWatcher(saturated_fleet(), clock=clock), expect=lambda now: PLAN_NOW),
+    ]
+    app = ConsoleApp(fleets, clock=clock, interval=60.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, OverviewScreen)
+        lines = [shown(line) for line in app.screen.query("FleetLine")]
+        assert "assistant" in lines[0] and "13.4/20" in lines[0]
+        assert "batch" in lines[1] and "25.6/20" in lines[1] and "-28%" in lines[1]
+        await pilot.press("down", "enter")
+        assert isinstance(app.screen, FleetScreen) and app.screen.index == 1
+        await pilot.pause()
+        assert "batch" in shown(app.screen.query_one(ConsoleHeader))
+        await pilot.press("o")
+        assert isinstance(app.screen, OverviewScreen)
+
+
+async def test_detail_screen_shows_every_figure_of_the_chosen_replica():
+    app = make_app(MIXED)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("down", "down", "enter")
+        assert isinstance(app.screen, ReplicaScreen) and app.screen.key == "gpu-2"
+        await pilot.pause()
+        text = shown(app.screen.query_one("#figures"))
+        assert "replica gpu-2" in text and "kv usage" in text and "91%" in text
+        ttft95 = next(line for line in text.splitlines() if line.startswith("TTFT p95"))
+        assert "█" in ttft95 and "620ms" in ttft95 and "(target 1.50s)" in ttft95
+        ttft99 = next(line for line in text.splitlines() if line.startswith("TTFT p99"))
+        assert "█" not in ttft99 and "–" in ttft99  # unknown: no bar
+        await pilot.press("escape")
+        assert isinstance(app.screen, FleetScreen)
+
+
+async def test_help_screen_opens_and_closes():
+    app = make_app(normal_fleet())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert isinstance(app.screen, FleetScreen)
+
+
+async def test_label_values_are_shown_literally():
+    figures = fleet_of(replica("[b]x\x1b[2J"))
+    app = make_app(figures)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(FleetTable)
+        (key,) = table.order
+        text = rows_text(app)[key]
+        assert "[b]x\\x1b[2J" in text  # markup and the escape shown as characters
+        assert "\x1b" not in text
+        await pilot.press("down", "enter")
+        detail = shown(app.screen.query_one("#figures"))
+        assert "[b]x\\x1b[2J" in detail and "\x1b" not in detail
+
+
+class FailingWatcher:
+    polls = 0
+
+    async def poll(self):
+        self.polls += 1
+        raise ConnectionError("scrape target refused")
+
+
+async def test_a_failing_poll_is_shown_in_the_header_and_polling_goes_on():
+    app = ConsoleApp([FleetHandle("assistant", None, FailingWatcher())], clock=FakeClock(), interval=60.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(100):
+            if app.errors[0]:
+                break
+            await pilot.pause(0.01)
+        await pilot.pause()
+        assert "poll failed: ConnectionError: scrape target refused" in shown(app.screen.query_one(ConsoleHeader))
+        await pilot.press("q")
+    assert app.return_code in (0, None)
+
+
+async def test_plan_screen_marks_now_in_the_week_schedule():
+    from pathlib import Path
+
+    from console.fleet.plan_now import plan_now
+    from console.plan.schema import load_plan
+    from console.tui.screens.plan_screen import PlanScreen
+
+    plan = load_plan(str(Path(__file__).resolve().parents[2] / "plans" / "internal-assistant-18rps.yaml"))
+    clock = FakeClock()  # Monday 10:00 UTC
+    watcher = FakeWatcher(normal_fleet(), clock=clock)
+    app = ConsoleApp([FleetHandle("assistant", plan, watcher, expect=lambda now: plan_now(plan, now))], clock=clock, interval=60.0)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("P")
+        assert isinstance(app.screen, PlanScreen)
+        await pilot.pause()
+        week = app.screen.query_one("#week").render()
+        assert "now: mon 10:00, 5 replicas scheduled" in week.plain
+        marked = [span for span in week.spans if "reverse" in repr(span.style)]
+        assert len(marked) == 1 and week.plain[marked[0].start : marked[0].end].strip() == "5"
+        report = app.screen.query_one("#report").render().plain
+        assert plan.name in report
+        await pilot.press("escape")
+        assert isinstance(app.screen, FleetScreen)
+
+
+async def test_plan_key_is_hidden_without_a_plan():
+    app = make_app(normal_fleet())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.check_action("plan", ()) is False
+
+
+async def test_screenshot_key_saves_an_svg(tmp_path):
+    app = make_app(normal_fleet(), screenshot_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        await pilot.pause()
+    saved = list(tmp_path.glob("*.svg"))
+    assert len(saved) == 1
+    assert "gpu-1" in saved[0].read_text()
