@@ -1,11 +1,104 @@
-"""`capcon demo` (placeholder until its issue lands)."""
+"""`capcon demo`: a simulated vLLM fleet with traffic, and the console on it. Nothing to configure."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from importlib import resources
+
+from console.errors import UserError
+
+DESCRIPTION = """\
+Start a simulated vLLM fleet on loopback (by default five replicas of the
+internal-assistant plan: one 14B-class model per H100, 5 rps each at its
+targets, 18 rps at the weekday peak) with the plan's week of traffic compressed
+into minutes, and open the console on it through the same scrape source and
+poll loop `capcon watch` uses.
+
+In the console: x spikes the traffic (x3 for a minute), f takes the selected
+replica down and brings it back, ? lists every key, q or Ctrl+C quits and
+stops every simulated server.
+"""
+
+EPILOG = """\
+examples:
+  capcon demo
+  capcon demo --replicas 3 --time-scale 60 --start 'mon 07:30'
+  capcon demo --plan plans/chat-8b-l40s.yaml --read-only"""
+
+DEMO_REPLICAS = 5
+# A simulated day in five minutes: a morning ramp shows within a minute or two.
+DEMO_TIME_SCALE = 288.0
+# Short enough that a spike shows within seconds, long enough for stable percentiles.
+DEMO_WINDOW_SECONDS = 20.0
 
 
 def add_parser(sub):
-    parser = sub.add_parser("demo", help="(not built yet)")
+    from console.commands.sim import _positive, _week_time
+
+    parser = sub.add_parser(
+        "demo",
+        help="a simulated vLLM fleet with traffic, and the console on it",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--plan", metavar="FILE", help="simulate this plan instead of the built-in demo plan")
+    parser.add_argument("--replicas", type=_positive(int), default=DEMO_REPLICAS, help=f"simulated replicas (default {DEMO_REPLICAS})")
+    parser.add_argument(
+        "--time-scale", type=_positive(float), default=DEMO_TIME_SCALE,
+        help=f"simulated seconds of the plan's week per real second (default {DEMO_TIME_SCALE:g}: a day in 5 minutes)",
+    )
+    parser.add_argument("--start", type=_week_time, default=_week_time("mon 07:00"), metavar="'DAY HH:MM'", help="where in the week the traffic starts (default 'mon 07:00', before the morning ramp)")
+    parser.add_argument("--seed", type=int, default=1, help="random seed of the traffic (default 1)")
+    parser.add_argument("--interval", type=_positive(float), default=1.0, metavar="S", help="seconds between refreshes (default 1)")
+    parser.add_argument("--window", type=_positive(float), default=DEMO_WINDOW_SECONDS, metavar="S", help=f"seconds the rates and percentiles cover (default {DEMO_WINDOW_SECONDS:g})")
+    parser.add_argument("--read-only", action="store_true", help="dim the keys that change the fleet (spike, fault)")
+    parser.add_argument("--theme", default=None, help="Textual theme (default ansi-dark: the terminal's own colours)")
     parser.set_defaults(run=run)
     return parser
 
 
+def demo_plan_path() -> str:
+    return str(resources.files("console.sim") / "demo_plan.yaml")
+
+
 def run(args) -> int:
-    raise NotImplementedError
+    from console.plan.schema import load_plan
+
+    plan = load_plan(args.plan or demo_plan_path())
+    try:
+        return asyncio.run(_demo(plan, args))
+    except OSError as error:  # a port could not be bound, and the like
+        raise UserError(f"the simulated fleet could not start: {error}") from None
+
+
+def fleet_handle(sim, plan, window_seconds: float, interval_seconds: float):
+    """The console's view of a simulated fleet: real scrape source, compared with the plan at the simulated hour."""
+    from console.fleet.plan_now import plan_now, week_time
+    from console.sources.base import Target
+    from console.sources.scrape import ScrapeSource
+    from console.tui.app import FleetHandle
+    from console.watcher import Watcher
+
+    targets = [Target(f"replica-{i}", url) for i, url in enumerate(sim.metrics_urls)]
+    source = ScrapeSource(targets, timeout=2.0)
+    watcher = Watcher(source, window_seconds, plan=plan, interval_seconds=interval_seconds)
+    # The simulated fleet runs the plan's week fast: the plan is read at the simulated hour, not the clock's.
+    return FleetHandle(plan.name, plan, watcher, expect=lambda now: plan_now(plan, week_time(sim.traffic.week_seconds())))
+
+
+async def _demo(plan, args) -> int:
+    from console.sim.fleet import SimFleet
+    from console.tui.app import DEFAULT_THEME, ConsoleApp
+
+    async with SimFleet(plan, replicas=args.replicas, speed=args.time_scale, seed=args.seed, start_week_seconds=args.start) as sim:
+        app = ConsoleApp(
+            [fleet_handle(sim, plan, args.window, args.interval)],
+            interval=args.interval,
+            read_only=args.read_only,
+            demo=sim,
+            theme=args.theme or DEFAULT_THEME,
+        )
+        await app.run_async()
+    return int(app.return_code or 0)

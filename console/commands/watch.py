@@ -52,7 +52,7 @@ def add_parser(sub):
             "per replica and for the fleet. Targets come from --target or the plan's fleet section."
         ),
     )
-    parser.add_argument("plan", nargs="*", metavar="PLAN", help="plan file(s); the fleet section names the targets")
+    parser.add_argument("plan", nargs="*", metavar="PLAN", help="plan file(s); each plan's fleet section names its targets; several plans open an overview of the fleets")
     parser.add_argument("--target", action="append", default=[], metavar="URL", help="a replica's URL (host:port, or a full /metrics URL); repeat for each")
     parser.add_argument("--source", choices=("scrape", "prometheus"), default=None, help="scrape replicas directly (default) or query Prometheus")
     parser.add_argument("--prometheus", metavar="URL", help="Prometheus (or Thanos, Mimir) base URL, for --source prometheus")
@@ -64,6 +64,8 @@ def add_parser(sub):
     parser.add_argument("--timeout", type=float, default=None, metavar="S", help="per-target (or per-query) timeout in seconds (default: the interval, at most 5)")
     parser.add_argument("--token-env", metavar="VAR", help="send a bearer token read from this environment variable")
     parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
+    parser.add_argument("--read-only", action="store_true", help="console: dim every key that changes the fleet")
+    parser.add_argument("--theme", default=None, help="console: Textual theme (default ansi-dark, the terminal's own 16 colours)")
     parser.set_defaults(run=run)
     return parser
 
@@ -150,6 +152,8 @@ def build_source(args, plans):
 def run(args) -> int:
     _check(args)
     plan, plans = _load_plans(args.plan)
+    if len(plans) > 1 and not args.once:
+        return _console_for_fleets(args, plans)
     source = build_source(args, plans)
     watcher = Watcher(source, _window_seconds(args, source_kind(args, plans)), plan=plan, interval_seconds=args.interval)
     if args.once:
@@ -162,6 +166,20 @@ def run(args) -> int:
         print("capcon watch: the interactive console is not part of this build; use --once (with --json for scripts)", file=sys.stderr)
         return 2
     return int(open_console(args, watcher) or 0)
+
+
+def _console_for_fleets(args, plans) -> int:
+    """Several plans: one fleet each, from its own fleet section, with an overview screen."""
+    if args.target:
+        raise UserError("--target with several plans: each plan's fleet section names its replicas; expected one plan, or no --target")
+    from console.tui.app import FleetHandle, open_console
+
+    handles = []
+    for plan in plans:
+        source = build_source(args, [plan])
+        watcher = Watcher(source, _window_seconds(args, source_kind(args, [plan])), plan=plan, interval_seconds=args.interval)
+        handles.append(FleetHandle(plan.name, plan, watcher))
+    return int(open_console(handles, args) or 0)
 
 
 async def _twice(watcher: Watcher, interval: float, explicit_window: bool) -> FleetFigures:

@@ -65,6 +65,8 @@ class ConsoleApp(App):
 
     BINDINGS = [
         Binding("q", "quit", "quit", id="quit"),
+        # On-call hands reach for Ctrl+C first; Textual's default only hints at Ctrl+Q.
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True, id="quit-ctrl-c"),
         Binding("p", "toggle_pause", "pause", id="pause"),
         Binding("plus,equals_sign", "slower", "slower", id="interval-up"),
         Binding("minus", "faster", "faster", id="interval-down"),

@@ -14,11 +14,11 @@ import socket
 import subprocess
 import sys
 import threading
-import time
-import uuid
 from pathlib import Path
 
 import pytest
+
+from .tmux import Tmux
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = Path(os.environ.get("CAPCON_VLLM_SAMPLES", REPO.parent / "shared" / "vllm" / "samples"))
@@ -61,42 +61,6 @@ def closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-class Tmux:
-    def __init__(self, command: str, width: int = 100, height: int = 30) -> None:
-        self.session = f"capcon-test-{uuid.uuid4().hex[:8]}"
-        subprocess.run(
-            ["tmux", "new-session", "-d", "-s", self.session, "-x", str(width), "-y", str(height), "-c", str(REPO), command],
-            check=True,
-        )
-
-    def screen(self) -> str:
-        out = subprocess.run(["tmux", "capture-pane", "-p", "-t", self.session], capture_output=True, text=True)
-        return out.stdout
-
-    def keys(self, *keys: str) -> None:
-        for key in keys:
-            subprocess.run(["tmux", "send-keys", "-t", self.session, key], check=True)
-            # tmux waits (escape-time, 500 ms by default) to see whether Escape starts a sequence:
-            # a key sent sooner would arrive as Alt+key.
-            time.sleep(0.8 if key == "Escape" else 0.15)
-
-    def wait_until(self, seen, what: str, seconds: float = 20.0) -> str:
-        deadline = time.monotonic() + seconds
-        while True:
-            screen = self.screen()
-            if seen(screen):
-                return screen
-            if time.monotonic() > deadline:
-                raise AssertionError(f"waited {seconds:g} s for {what}; the screen shows:\n{screen}")
-            time.sleep(0.2)
-
-    def wait_for(self, text: str, seconds: float = 20.0) -> str:
-        return self.wait_until(lambda screen: text in screen, repr(text), seconds)
-
-    def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.session], capture_output=True)
 
 
 @pytest.fixture

@@ -1,0 +1,69 @@
+"""`capcon demo` in a real terminal: the fleet appears, the demo keys act on it, Ctrl+C leaves nothing behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from .tmux import Tmux
+
+if shutil.which("tmux") is None:
+    pytest.skip("tmux is not installed: the demo's terminal test needs it", allow_module_level=True)
+
+
+def listening_ports(pid: int) -> set[int]:
+    """TCP ports process `pid` listens on, read from `ss` (iproute2)."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    ports = set()
+    for line in out.splitlines():
+        if f"pid={pid}," in line:
+            ports.add(int(line.split()[3].rsplit(":", 1)[1]))
+    return ports
+
+
+def refused(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(1.0)
+        return probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+def console_pid(tmux: Tmux) -> int:
+    children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(tmux.pane_pid())], capture_output=True, text=True).stdout.split()
+    assert len(children) == 1, f"expected the demo as the shell's only child, found {children}"
+    return int(children[0])
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="`ss` (iproute2) is needed to see which ports the demo holds")
+def test_demo_runs_the_fleet_reacts_to_keys_and_ctrl_c_frees_every_port():
+    tmux = Tmux(f"{sys.executable} -m console demo --seed 3; echo CAPCON-EXIT=$?; sleep 60", width=120, height=40)
+    try:
+        screen = tmux.wait_for("FLEET 5/5", seconds=40)
+        assert "internal-assistant-18rps" in screen.splitlines()[0]
+        pid = console_pid(tmux)
+        ports = listening_ports(pid)
+        assert len(ports) >= 5, f"expected five simulated replicas listening, found {sorted(ports)}"
+
+        # Traffic flows: the fleet row shows generated tokens.
+        tmux.wait_until(lambda s: any(l.split()[-1] != "–" for l in s.splitlines() if "FLEET 5/5" in l), "traffic")
+
+        tmux.keys("x")
+        tmux.wait_for("traffic x3")
+        tmux.keys("f")  # the first replica goes down
+        tmux.wait_for("FLEET 4/5", seconds=20)
+        tmux.keys("f")  # and comes back
+        tmux.wait_for("FLEET 5/5", seconds=20)
+
+        tmux.keys("C-c")
+        screen = tmux.wait_for("CAPCON-EXIT=", seconds=15)
+        assert "CAPCON-EXIT=0" in screen
+        assert "Traceback" not in screen
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        assert all(refused(port) for port in ports), "a simulated replica still listens after Ctrl+C"
+    finally:
+        tmux.close()
