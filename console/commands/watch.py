@@ -6,6 +6,7 @@ and exits; without it the interactive console opens on the same Watcher.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import math
@@ -49,8 +50,18 @@ def add_parser(sub):
         help="live fleet figures from vLLM /metrics or Prometheus",
         description=(
             "Watch a vLLM fleet: requests, tokens, queue, KV cache and latency percentiles over a window, "
-            "per replica and for the fleet. Targets come from --target or the plan's fleet section."
+            "per replica and for the fleet. Targets come from --target or the plan's fleet section. "
+            "Without --once the console opens: the fleet table next to the plan, trends and flags."
         ),
+        epilog=(
+            "exit status: 0 done; 1 (--once) no target answered; 2 bad input (a plan file, an argument).\n"
+            "examples:\n"
+            "  capcon watch --target 10.0.0.5:8000 --target 10.0.0.6:8000 plans/chat-8b-l40s.yaml\n"
+            "  capcon watch --target 10.0.0.5:8000 --once --json --interval 5\n"
+            "  capcon watch --source prometheus --prometheus http://prom:9090 --selector 'job=\"vllm\"' --window 300\n"
+            "  capcon watch plans/assistant-70b.yaml plans/chat-8b-l40s.yaml   # one fleet per plan, with an overview"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("plan", nargs="*", metavar="PLAN", help="plan file(s); each plan's fleet section names its targets; several plans open an overview of the fleets")
     parser.add_argument("--target", action="append", default=[], metavar="URL", help="a replica's URL (host:port, or a full /metrics URL); repeat for each")
