@@ -66,6 +66,14 @@ async def shoot(out: Path) -> list[Path]:
             await pilot.press("P")
             await run_for(pilot, 2)
             saved.append(Path(app.save_screenshot("plan-100x40.svg", str(out))))
+            # The demo's fault menu, after its key g made replica-1's /metrics return garbage.
+            await pilot.press("escape")
+            await pilot.resize_terminal(100, 30)
+            await pilot.press("down", "down", "f", "g")
+            await run_for(pilot, 4)
+            await pilot.press("f")
+            await run_for(pilot, 1)
+            saved.append(Path(app.save_screenshot("demo-faults-100x30.svg", str(out))))
     return saved
 
 

@@ -15,8 +15,9 @@ targets, 18 rps at the weekday peak) with the plan's week of traffic compressed
 into minutes, and open the console on it through the same scrape source and
 poll loop `capcon watch` uses.
 
-In the console: x spikes the traffic (x3 for a minute), f takes the selected
-replica down and brings it back, ? lists every key, q or Ctrl+C quits and
+In the console: x spikes the traffic (x3 for a minute); f opens the fault menu
+for the selected replica (stop, restart, slow, /metrics failing, hanging or
+returning garbage, and clearing them); ? lists every key; q or Ctrl+C quits and
 stops every simulated server.
 """
 

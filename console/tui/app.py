@@ -20,6 +20,8 @@ from console.fleet.plan_now import PlanNow, plan_now
 from console.fleet.view import FleetView, advance
 from console.metrics.figures import FleetFigures
 from console.plan.model import Plan
+from console.tui.demo_faults import CLEAR_ALL_KEY, CLEAR_REPLICA_KEY, LASTING_KINDS, DemoFaults, choice_for
+from console.tui.literal import printable
 from console.tui.messages import PollFailed, ViewUpdated
 from console.tui.widgets.console_header import HeaderInfo
 
@@ -39,6 +41,10 @@ class DemoControls(Protocol):
     def spike(self, factor: float, seconds: float) -> Any: ...
 
     def fault(self, index: int, kind: str) -> Any: ...
+
+    def clear_fault(self, index: int, kind: str) -> Any: ...
+
+    def clear_all_faults(self) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,7 @@ class ConsoleApp(App):
         Binding("P", "plan", "plan", id="plan"),
         Binding("w", "save_screenshot", "screenshot", id="screenshot"),
         Binding("x", "spike", "spike", id="demo-spike"),
-        Binding("f", "fault", "fault", id="demo-fault"),
+        Binding("f", "fault", "faults", id="demo-fault"),
     ]
 
     def __init__(
@@ -102,7 +108,7 @@ class ConsoleApp(App):
         self.clock = clock
         self.screenshot_dir = Path(screenshot_dir)
         self._wake = asyncio.Event()
-        self._faulted: set[int] = set()  # demo replicas this console took down
+        self.demo_faults = DemoFaults()  # what this console turned on in the demo fleet
         if theme:
             self.theme = theme
 
@@ -172,7 +178,7 @@ class ConsoleApp(App):
                 fleet=f"{len(self.fleets)} fleets", plan=None, source=None, window_seconds=None,
                 age_seconds=max((self.clock() - v.figures.at for v in self.views if v), default=None),
                 interval_seconds=self.interval, paused=self.paused, read_only=self.read_only,
-                error=errors[0] if errors else "",
+                demo_faults=self.demo_faults.count(), error=errors[0] if errors else "",
             )
         view, handle = self.views[index], self.fleets[index]
         return HeaderInfo(
@@ -184,6 +190,7 @@ class ConsoleApp(App):
             interval_seconds=self.interval,
             paused=self.paused,
             read_only=self.read_only,
+            demo_faults=self.demo_faults.count(),
             error=self.errors[index] or (view.figures.source_error if view else ""),
         )
 
@@ -256,20 +263,64 @@ class ConsoleApp(App):
         await self._demo("spike", 3.0, 60.0)
         self.notify("demo: traffic x3 for 60 s", timeout=3)
 
-    async def action_fault(self) -> None:
-        index = 0
+    def _chosen_replica(self) -> tuple[int, int, str, dict[int, str]]:
+        """The replica the fault menu acts on: the one chosen in the table (or shown in detail), else the first.
+
+        Returns its index in the source's order (the demo fleet's replica number), the fleet's replica count,
+        its name, and every replica's name by index.
+        """
+        fleet = getattr(self.screen, "index", None) or 0
+        view = self.views[fleet]
+        names = {i: row.key for i, row in enumerate(view.rows)} if view is not None else {}
+        key = getattr(self.screen, "key", None)  # the replica detail screen
         table = getattr(self.screen, "table", None)
-        view = self.views[getattr(self.screen, "index", 0) or 0]
-        if table is not None and table.selected and view is not None:
-            index = next((i for i, r in enumerate(view.rows) if r.key == table.selected), 0)
-        if index in self._faulted and hasattr(self.demo, "clear_fault"):
-            await self._demo("clear_fault", index, "down")
-            self._faulted.discard(index)
-            self.notify(f"demo: replica {index} back", timeout=3)
+        if key is None and table is not None:
+            key = table.selected
+        index = next((i for i, name in names.items() if name == key), 0)
+        return index, len(names), names.get(index, f"replica {index}"), names
+
+    def action_fault(self) -> None:
+        from console.tui.screens.fault_screen import FaultMenu, FaultScreen
+
+        index, replicas, name, names = self._chosen_replica()
+        menu = FaultMenu(index, name, replicas, self.demo_faults.kinds(index), self.demo_faults.summary(names))
+
+        async def chosen(key: str | None) -> None:
+            if key is not None:
+                await self._apply_fault_choice(key, index, name, names)
+
+        self.push_screen(FaultScreen(menu), chosen)
+
+    async def _apply_fault_choice(self, key: str, index: int, name: str, names: dict[int, str]) -> None:
+        if not self.check_action("fault", ()):
             return
-        await self._demo("fault", index, "down")
-        self._faulted.add(index)
-        self.notify(f"demo: replica {index} down (f again brings it back)", timeout=3)
+        faults = self.demo_faults
+        try:
+            if key == CLEAR_ALL_KEY:
+                await self._demo("clear_all_faults")
+                faults.cleared_all()
+                said = "every fault cleared"
+            elif key == CLEAR_REPLICA_KEY:
+                # Every lasting kind, not only those this console turned on: clearing one that is off does nothing.
+                for kind in LASTING_KINDS:
+                    await self._demo("clear_fault", index, kind)
+                faults.cleared_replica(index)
+                said = f"{name}: its faults cleared"
+            else:
+                choice = choice_for(key)
+                if choice.lasting and faults.is_on(index, choice.kind):
+                    await self._demo("clear_fault", index, choice.kind)
+                    faults.cleared(index, choice.kind)
+                    said = f"{name}: {choice.short} cleared"
+                else:
+                    await self._demo("fault", index, choice.kind)
+                    faults.applied(index, choice.kind)
+                    said = f"{name}: {choice.label}"
+        except Exception as error:  # the demo fleet refused: say so, keep the console up
+            self.notify(f"demo fault failed: {type(error).__name__}: {error}", severity="error", timeout=6, markup=False)
+            return
+        self.notify(f"demo: {printable(said)}\nfaults on: {printable(faults.summary(names))}", timeout=5, markup=False)
+        self._redraw()
 
     async def _demo(self, name: str, *arguments) -> None:
         result = getattr(self.demo, name)(*arguments)

@@ -102,5 +102,30 @@ def replica_down_fleet(at: float = NOW - 2.0) -> FleetFigures:
                     replica("gpu-4"), at=at)
 
 
-__all__ = ["FakeClock", "FakeWatcher", "NOW", "PLAN_NOW", "fleet_of", "normal_fleet", "plan_now", "replica",
+class DemoRecorder:
+    """Stands in for the demo's simulated fleet: records the calls the console makes; `refuse` makes them fail."""
+
+    def __init__(self, refuse: Exception | None = None) -> None:
+        self.calls: list[tuple] = []
+        self.refuse = refuse
+
+    def _record(self, *call) -> None:
+        if self.refuse is not None:
+            raise self.refuse
+        self.calls.append(call)
+
+    def spike(self, factor: float, seconds: float) -> None:
+        self._record("spike", factor, seconds)
+
+    async def fault(self, index: int, kind: str, factor: float = 3.0) -> None:
+        self._record("fault", index, kind)
+
+    async def clear_fault(self, index: int, kind: str) -> None:
+        self._record("clear_fault", index, kind)
+
+    async def clear_all_faults(self) -> None:
+        self._record("clear_all_faults")
+
+
+__all__ = ["DemoRecorder", "FakeClock", "FakeWatcher", "NOW", "PLAN_NOW", "fleet_of", "normal_fleet", "plan_now", "replica",
            "replica_down_fleet", "saturated_fleet"]

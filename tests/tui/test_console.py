@@ -15,6 +15,7 @@ from tests.tui.conftest import make_app, poll_times, settle, shown
 from tests.tui.fakes import (
     PLAN_NOW,
     FakeClock,
+    DemoRecorder,
     FakeWatcher,
     fleet_of,
     normal_fleet,
@@ -66,6 +67,8 @@ async def test_filter_keeps_matching_rows_and_reports_a_bad_one():
         assert table.order == ("gpu-1", "gpu-2", "gpu-3", "gpu-4")
         await pilot.press("slash", *"down", "enter")
         assert table.order == ("gpu-4",)
+        await pilot.press("p")  # the box is closed: keys reach the console again
+        assert app.paused
 
 
 async def test_pause_stops_polls_and_says_so():
@@ -98,20 +101,6 @@ async def test_interval_keys_have_a_one_second_floor():
         assert "every 2s" in shown(app.screen.query_one(ConsoleHeader))
 
 
-class DemoRecorder:
-    def __init__(self) -> None:
-        self.calls: list[tuple] = []
-
-    def spike(self, factor: float, seconds: float) -> None:
-        self.calls.append(("spike", factor, seconds))
-
-    async def fault(self, index: int, kind: str) -> None:
-        self.calls.append(("fault", index, kind))
-
-    async def clear_fault(self, index: int, kind: str) -> None:
-        self.calls.append(("clear_fault", index, kind))
-
-
 async def test_read_only_dims_demo_actions_through_one_gate():
     demo = DemoRecorder()
     app = make_app(normal_fleet(), demo=demo, read_only=True)
@@ -122,16 +111,6 @@ async def test_read_only_dims_demo_actions_through_one_gate():
         await pilot.press("x", "f")
         assert demo.calls == []
         assert "READ-ONLY" in shown(app.screen.query_one(ConsoleHeader))
-
-
-async def test_demo_keys_drive_the_demo_fleet():
-    demo = DemoRecorder()
-    app = make_app(normal_fleet(), demo=demo)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        await pilot.press("down", "down", "f", "x", "f")
-        await pilot.pause()
-        assert demo.calls == [("fault", 1, "down"), ("spike", 3.0, 60.0), ("clear_fault", 1, "down")]
 
 
 async def test_demo_keys_absent_without_a_demo():
@@ -319,3 +298,27 @@ async def test_screenshot_key_saves_an_svg(tmp_path):
     saved = list(tmp_path.glob("*.svg"))
     assert len(saved) == 1
     assert "gpu-1" in saved[0].read_text()
+
+
+def many_replicas(rps: float, count: int = 60):
+    return fleet_of(*(replica(f"node-{i:02d}", requests_per_second=rps) for i in range(count)))
+
+
+async def test_rows_out_of_view_wait_and_show_the_latest_figures_when_scrolled_in():
+    app = make_app(many_replicas(1.25))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.pause()
+        table = app.screen.query_one(FleetTable)
+        rows = {w.key: w for w in table.query(TableRow) if w.key in table.order}
+        last = rows["node-59"]
+        renders = last.renders
+        app.fleets[0].watcher.then(many_replicas(2.5))
+        await poll_times(pilot, 1)
+        assert "2.50" in shown(rows["node-00"])  # in view: repainted with the poll
+        assert last.renders == renders and "1.25" in shown(last)  # out of view: not formatted nor repainted
+        for _ in range(60):
+            await pilot.press("down")
+        await pilot.pause(0.3)  # the scroll to the chosen row
+        assert table.selected == "node-59"
+        assert "2.50" in shown(last)

@@ -32,6 +32,11 @@ def refused(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) != 0
 
 
+def row_of(screen: str, name: str) -> str:
+    """The fleet table's line for replica `name` (after the severity word), or ''."""
+    return next((line for line in screen.splitlines() if f" {name} " in line[:30]), "")
+
+
 def console_pid(tmux: Tmux) -> int:
     children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(tmux.pane_pid())], capture_output=True, text=True).stdout.split()
     assert len(children) == 1, f"expected the demo as the shell's only child, found {children}"
@@ -53,9 +58,20 @@ def test_demo_runs_the_fleet_reacts_to_keys_and_ctrl_c_frees_every_port():
 
         tmux.keys("x")
         tmux.wait_for("traffic x3")
-        tmux.keys("f")  # the first replica goes down
+        tmux.keys("Down", "Down", "f")  # the fault menu, for the second replica
+        tmux.wait_for("faults on replica-1 (replica 1 of 5)")
+        tmux.keys("g")  # its /metrics returns garbage
+        screen = tmux.wait_until(lambda s: "BAD PAGE" in row_of(s, "replica-1"), "replica-1 showing a bad page", seconds=20)
+        assert "FAULT" in screen.splitlines()[0]
+        assert all("BAD PAGE" not in row_of(screen, f"replica-{i}") for i in (0, 2, 3, 4))
+        tmux.keys("f")
+        screen = tmux.wait_for("on now: replica-1 metrics garbage")
+        tmux.keys("g")  # the same key clears it
+        tmux.wait_until(lambda s: "BAD PAGE" not in s and "FLEET 5/5" in s, "replica-1 back", seconds=20)
+
+        tmux.keys("f", "d")  # the whole replica stops
         tmux.wait_for("FLEET 4/5", seconds=20)
-        tmux.keys("f")  # and comes back
+        tmux.keys("f", "a")  # clear all: it starts again
         tmux.wait_for("FLEET 5/5", seconds=20)
 
         tmux.keys("C-c")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from console.tui.app import ConsoleApp, FleetHandle
 from tests.tui.conftest import make_app, poll_times, settle
-from tests.tui.fakes import PLAN_NOW, FakeClock, FakeWatcher, normal_fleet, replica_down_fleet, saturated_fleet
+from tests.tui.fakes import PLAN_NOW, DemoRecorder, FakeClock, FakeWatcher, normal_fleet, replica_down_fleet, saturated_fleet
 
 
 async def watched_for_a_minute(pilot) -> None:
@@ -50,3 +50,15 @@ def test_overview_of_several_fleets(snap_compare):
         for name, figures in (("assistant", normal_fleet()), ("batch", saturated_fleet()), ("rag", replica_down_fleet()))
     ]
     assert snap_compare(ConsoleApp(fleets, clock=clock, interval=60.0), terminal_size=(80, 24), run_before=watched_for_a_minute)
+
+
+def test_demo_fault_menu(snap_compare):
+    async def fault_then_open_menu(pilot) -> None:
+        await watched_for_a_minute(pilot)
+        await pilot.press("down", "down", "f", "g")  # gpu-2's /metrics returns garbage
+        await pilot.pause()
+        await pilot.press("f")
+        await pilot.pause()
+
+    app = make_app(normal_fleet(), demo=DemoRecorder())
+    assert snap_compare(app, terminal_size=(80, 24), run_before=fault_then_open_menu)

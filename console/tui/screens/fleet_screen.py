@@ -18,6 +18,8 @@ SORT_CYCLE = (None,) + tuple(c.key for c in COLUMNS)
 
 
 class FleetScreen(ConsoleScreen):
+    # Nothing holds the focus: the screen's keys (and the filter box, focused when opened) do the work.
+    AUTO_FOCUS = ""
     BINDINGS = [
         Binding("s", "sort_next", "sort", id="sort"),
         Binding("r", "sort_reverse", "reverse", id="sort-reverse"),
@@ -39,7 +41,8 @@ class FleetScreen(ConsoleScreen):
             yield PlanPanel(id="plan")
             with Vertical(id="right"):
                 yield TrendsPanel(id="trends")
-                with VerticalScroll(id="flags-scroll"):
+                # Not focusable: up and down keep choosing replicas however many flags there are.
+                with VerticalScroll(id="flags-scroll", can_focus=False):
                     yield FlagsPanel(id="flags")
         yield Input(placeholder="filter: kv>0.9, state=down, wait>=1, name~gpu, or any text (Enter applies, Esc clears)", id="filter")
         yield Footer()
@@ -91,12 +94,13 @@ class FleetScreen(ConsoleScreen):
         event.input.border_title = None
         event.input.display = False
         self.table.filter_by(chosen)
-        self.table.focus()
+        self.set_focus(None)  # the screen's keys work again
 
     def action_clear_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.display = False
         box.value = ""
+        self.set_focus(None)
         self.table.filter_by(parse_filter(""))
 
     def action_move(self, step: int) -> None:

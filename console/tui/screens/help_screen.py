@@ -17,7 +17,10 @@ capcon console: keys
   up / down  choose a replica        Enter    its every figure
   o          overview of all fleets  w        save an SVG screenshot
   n          poll now                P        the plan: week schedule, report
-  x / f      demo only: traffic spike / fault the chosen replica
+  x          demo only: traffic x3 for 60 s
+  f          demo only: the fault menu for the chosen replica: d down,
+             r restart, s slow, e /metrics 500, h hang, g garbage (the
+             key again clears it), c clear the replica, a clear all
              (dimmed in --read-only: nothing that changes the fleet runs)
 
 Filters: a column, an operator and a value, or any text to match a name,

@@ -22,6 +22,7 @@ class HeaderInfo:
     paused: bool
     read_only: bool
     overflow: str | None = None  # the overflow mode, when a later part switches it
+    demo_faults: int = 0  # faults the demo's fault menu has on
     error: str = ""
 
 
@@ -42,6 +43,8 @@ class ConsoleHeader(DiffText):
         text.append("‖ PAUSED" if info.paused else "● live", style="bold reverse" if info.paused else "")
         if info.read_only:
             text.append(" READ-ONLY", style="bold")
+        if info.demo_faults:
+            text.append(f" ⚡ {info.demo_faults} FAULT{'S' if info.demo_faults > 1 else ''}", style="bold")
         text.append(f" · age {fmt.age(info.age_seconds)} · every {info.interval_seconds:g}s")
         if info.source:
             source = info.source + (f" {fmt.window(info.window_seconds)}" if info.window_seconds else "")

@@ -13,6 +13,8 @@ from console.fleet.view import COLUMN_BY_KEY, COLUMNS, TOTAL_KEY, FleetView, Row
 from console.tui.literal import fit
 from console.tui.widgets.table_row import BADGE_WIDTH, WIDTHS, TableRow
 
+ROW_MARGIN = 3  # rows kept current just outside the view, so a step of the cursor shows fresh figures at once
+
 
 def columns_for(width: int) -> tuple[str, ...]:
     """The columns that fit `width` cells, dropping the least important first."""
@@ -23,6 +25,20 @@ def columns_for(width: int) -> tuple[str, ...]:
             break
         chosen.remove(least)
     return tuple(c.key for c in chosen)
+
+
+class TableBody(VerticalScroll):
+    """The scrolling replica rows; a resize can bring held rows into view.
+
+    Never focused: up and down choose a replica (the view follows the choice) instead of scrolling.
+    """
+
+    def __init__(self, on_resize, **kwargs) -> None:
+        super().__init__(can_focus=False, **kwargs)
+        self._on_resize = on_resize
+
+    def on_resize(self) -> None:
+        self._on_resize()
 
 
 class FleetTable(Vertical):
@@ -41,7 +57,7 @@ class FleetTable(Vertical):
         self.order: tuple[str, ...] = ()
         self._rows: dict[str, TableRow] = {}
         self._header = TableRow("header", classes="header")
-        self._body = VerticalScroll(classes="body")
+        self._body = TableBody(self._show_held, classes="body")
         self._total = TableRow(TOTAL_KEY, classes="total")
         self._columns: tuple[str, ...] = columns_for(80)
 
@@ -63,6 +79,8 @@ class FleetTable(Vertical):
     # --- what the screen calls ----------------------------------------------
 
     def show_view(self, view: FleetView) -> None:
+        if view is self.view:
+            return  # the once-a-second redraw (data age) between polls: no row can have changed
         self.view = view
         self.refresh_rows()
 
@@ -108,14 +126,40 @@ class FleetTable(Vertical):
         self._place(order)
         if self.selected not in order:
             self.selected = None
-        for row in rows:
-            self._rows[row.key].show_row(row, self._columns, selected=row.key == self.selected)
+        first, last = self._rows_in_view()
+        for index, row in enumerate(rows):
+            widget = self._rows[row.key]
+            if first <= index < last:
+                widget.show_row(row, self._columns, selected=row.key == self.selected)
+            else:
+                widget.hold(row, self._columns, selected=row.key == self.selected)
         up = self.view.replicas_serving
         total_name = fit(f"FLEET {up}/{len(self.view.rows)}", WIDTHS["name"] - 1)
         total = self.view.total
         worst = self.view.flags[0].severity if self.view.flags else None
         total = Row(total.key, total.figures, worst)
         self._total.show_row(total, self._columns, name=total_name)
+
+    def _rows_in_view(self) -> tuple[int, int]:
+        """The body rows on screen, with a margin; all of them before the first layout.
+
+        With hundreds of replicas most rows are scrolled away: formatting and repainting
+        them each refresh would cost more than everything on screen.
+        """
+        height = self._body.size.height
+        if height <= 0:
+            return 0, len(self.order)
+        top = int(self._body.scroll_y)
+        return max(0, top - ROW_MARGIN), top + height + ROW_MARGIN
+
+    def _show_held(self) -> None:
+        """Rows scrolled into view (or uncovered by a resize) get the figures they were holding."""
+        first, last = self._rows_in_view()
+        for key in self.order[first:last]:
+            self._rows[key].show_held()
+
+    def on_mount(self) -> None:
+        self.watch(self._body, "scroll_y", lambda _: self._show_held(), init=False)
 
     def _place(self, order: tuple[str, ...]) -> None:
         """Mount rows for new replicas, remove rows of gone ones, and reorder only when the order changed."""
@@ -128,9 +172,10 @@ class FleetTable(Vertical):
             self._rows[widget.key] = widget
         if new:
             self._body.mount_all(new)
+        rows = set(self._rows.values())
         for index, key in enumerate(order):
             widget = self._rows[key]
-            children = [c for c in self._body.children if c in self._rows.values()]
+            children = [c for c in self._body.children if c in rows]
             if index < len(children) and children[index] is not widget:
                 self._body.move_child(widget, before=children[index])
         self.order = order

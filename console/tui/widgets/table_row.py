@@ -54,6 +54,7 @@ class TableRow(DiffText):
         super().__init__(**kwargs)
         self.key = key
         self._shown: tuple | None = None
+        self._held: tuple | None = None  # the latest figures of a row out of view, shown when it scrolls in
         self._badge_styles: dict[str, object] = {}  # looked up once: the theme does not change under a row
 
     def _badge_style(self, badge: str):
@@ -79,8 +80,17 @@ class TableRow(DiffText):
         self.show_text(text)
 
     def show_row(self, row: Row, columns: tuple[str, ...], selected: bool = False, name: str | None = None) -> None:
+        self._held = None
         cells = tuple(name if (key == "name" and name is not None) else cell(row, key) for key in columns)
         self.show(badge_for(row), cells, columns, selected)
+
+    def hold(self, row: Row, columns: tuple[str, ...], selected: bool = False) -> None:
+        """Keep the figures of a row out of view without formatting or repainting it."""
+        self._held = (row, columns, selected)
+
+    def show_held(self) -> None:
+        if self._held is not None:
+            self.show_row(*self._held)
 
     def forget(self) -> None:
         """Drop what was shown so the next `show` repaints (after a theme or width change)."""
