@@ -15,24 +15,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from console.fleet.plan_now import plan_now, week_time  # noqa: E402
+from console.commands.demo import fleet_handle  # noqa: E402
 from console.plan.schema import load_plan  # noqa: E402
 from console.sim.fleet import SimFleet  # noqa: E402
-from console.sources.base import targets_from  # noqa: E402
-from console.sources.scrape import ScrapeSource  # noqa: E402
-from console.tui.app import DEFAULT_THEME, ConsoleApp, FleetHandle  # noqa: E402
-from console.watcher import Watcher  # noqa: E402
+from console.tui.app import DEFAULT_THEME, ConsoleApp  # noqa: E402
 
 PLANS = (REPO / "plans" / "internal-assistant-18rps.yaml", REPO / "plans" / "chat-8b-l40s.yaml")
 WINDOW_SECONDS = 20.0
 POLLS_BEFORE_SHOT = 45  # one a second: the window fills and the flags pass their minimum duration
 
 
-def handle_for(sim: SimFleet, plan) -> FleetHandle:
-    source = ScrapeSource(targets_from(sim.metrics_urls), timeout=2.0)
-    watcher = Watcher(source, WINDOW_SECONDS, plan=plan, interval_seconds=1.0)
-    # The simulated fleet runs the plan's week fast: compare with the plan at the simulated hour.
-    return FleetHandle(plan.name, plan, watcher, expect=lambda now: plan_now(plan, week_time(sim.traffic.week_seconds())))
+def handle_for(sim: SimFleet, plan):
+    # The same wiring as `capcon demo`: the real scrape source, the plan read at the simulated hour.
+    return fleet_handle(sim, plan, WINDOW_SECONDS, interval_seconds=1.0)
 
 
 async def run_for(pilot, seconds: float) -> None:
