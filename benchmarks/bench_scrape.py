@@ -1,19 +1,21 @@
 """CPU seconds per refresh of the scrape source for a fleet of loopback targets.
 
-    python benchmarks/bench_scrape.py [PAGE] [--targets 256] [--refreshes 10]
+    python benchmarks/bench_scrape.py [PAGE] [--targets 256] [--refreshes 10] [--plain]
 
 A child process serves PAGE (default: the shared vLLM 0.32 capture) on TARGETS
-loopback ports. This process then refreshes the whole fleet with capcon's
-ScrapeSource and measures its own CPU time per refresh (the server's CPU is not
-counted). The baseline, measured in the same run, is the same refresh with the
-same HTTP client but pages read by prometheus_client's parser. Last line:
-`cpu_seconds_per_refresh: N`.
+loopback ports, gzipped when the client accepts it, as vLLM's /metrics does
+(`--plain`: always uncompressed). This process then refreshes the whole fleet
+with capcon's ScrapeSource and measures its own CPU time per refresh (the
+server's CPU is not counted). The baseline, measured in the same run, is the
+same refresh with the same HTTP fetch but pages read by prometheus_client's
+parser. Last line: `cpu_seconds_per_refresh: N`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import statistics
 import subprocess
 import sys
@@ -25,12 +27,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 DEFAULT_PAGE = Path(__file__).resolve().parents[2] / "shared" / "vllm" / "samples" / "vllm-0.32.0-cpu_tiny-llama_small-kv.txt"
 
 
-async def serve(page: Path, count: int) -> None:
+async def serve(page: Path, count: int, plain: bool) -> None:
     from aiohttp import web
 
     body = page.read_bytes()
+    gzipped = gzip.compress(body)  # once: vLLM compresses each answer, but that is server CPU, not ours
 
     async def metrics(request):
+        if not plain and "gzip" in request.headers.get("Accept-Encoding", ""):
+            return web.Response(body=gzipped, content_type="text/plain", headers={"Content-Encoding": "gzip"})
         return web.Response(body=body, content_type="text/plain")
 
     app = web.Application()
@@ -62,16 +67,16 @@ async def measure(ports: list[int], refreshes: int) -> dict[str, float]:
         if bad:
             raise SystemExit(f"{len(bad)} targets not up, e.g. {bad[0].state}: {bad[0].error}")
 
-    # The baseline fetches through the very same client, pool and retry; only the parser differs.
+    # The baseline fetches through the very same connections and retry; only the parser differs.
     async def baseline_refresh():
-        async def one(target):
-            text = (await source._get(source._clients[target.url], target.url)).decode("utf-8", errors="replace")
+        async def one(route):
+            text = (await source._get(route)).decode("utf-8", errors="replace")
             return [s for family in text_string_to_metric_families(text) for s in family.samples]
 
-        await asyncio.gather(*(one(t) for t in targets))
+        await asyncio.gather(*(one(route) for route in source._routes))
 
     async def fetch_only_refresh():
-        await asyncio.gather(*(source._get(source._clients[t.url], t.url) for t in targets))
+        await asyncio.gather(*(source._get(route) for route in source._routes))
 
     async def cpu_per_refresh(refresh) -> float:
         await refresh()  # warm: connections open, series cached
@@ -97,17 +102,18 @@ def main() -> int:
     parser.add_argument("page", nargs="?", default=str(DEFAULT_PAGE), help="a /metrics page to serve")
     parser.add_argument("--targets", type=int, default=256)
     parser.add_argument("--refreshes", type=int, default=10)
+    parser.add_argument("--plain", action="store_true", help="serve the page uncompressed even when gzip is accepted")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     page = Path(args.page)
     if args.serve:
-        asyncio.run(serve(page, args.targets))
+        asyncio.run(serve(page, args.targets, args.plain))
         return 0
     if not page.is_file():
         print(f"page not found: {page}", file=sys.stderr)
         return 2
     server = subprocess.Popen(
-        [sys.executable, __file__, str(page), "--targets", str(args.targets), "--serve"],
+        [sys.executable, __file__, str(page), "--targets", str(args.targets), "--serve", *(["--plain"] if args.plain else [])],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     try:
@@ -120,8 +126,9 @@ def main() -> int:
         except subprocess.TimeoutExpired:
             server.kill()
     size = page.stat().st_size
-    print(f"{args.targets} loopback targets, {size} bytes each, median of {args.refreshes} refreshes (client CPU only)")
-    print(f"fetch only (httpx, no parsing): {figures['fetch_only']:.3f} s per refresh")
+    wire = "uncompressed" if args.plain else "gzipped"
+    print(f"{args.targets} loopback targets, {size} bytes each ({wire}), median of {args.refreshes} refreshes (client CPU only)")
+    print(f"fetch only (HTTP and decompression, no parsing): {figures['fetch_only']:.3f} s per refresh")
     print(f"baseline (same fetch + prometheus_client parser): {figures['baseline']:.3f} s per refresh")
     print(f"capcon scrape source (fetch + parse + normalise): {figures['capcon']:.3f} s per refresh")
     print(f"ratio_vs_baseline: {figures['capcon'] / figures['baseline']:.2f}")

@@ -1,23 +1,34 @@
 """Source `scrape`: read every replica's /metrics directly, all at once.
 
 One GET per target per refresh, all targets concurrently, each on its own
-kept-alive httpx connection and with its own deadline. `Accept: text/plain` keeps vLLM's `vllm:` names (an
-OpenMetrics answer may rewrite them to `vllm_`). Pages are streamed and cut off
-at a size cap, so a runaway page cannot exhaust memory. Every failure becomes that
-target's state; nothing is raised to the caller.
+kept-alive connection and within its own deadline. `Accept: text/plain` keeps
+vLLM's `vllm:` names (an OpenMetrics answer may rewrite them to `vllm_`). Pages
+may come gzipped (as vLLM sends them when asked) and are streamed and cut off at a
+size cap, counted after decompression, so a runaway page cannot exhaust memory.
+Every failure becomes that target's state; nothing is raised to the caller.
+
+The HTTP stack is httpx's own (httpcore's pools and h11), used one level below
+`httpx.AsyncClient` on plain asyncio streams: at hundreds of targets per second the
+client's per-request objects and anyio's bookkeeping cost more CPU than the rest
+of the refresh, so each target keeps one prebuilt request and one small pool.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from typing import Sequence
+import zlib
+from collections.abc import Sequence
+from http import HTTPStatus
+from urllib.request import getproxies, proxy_bypass_environment
 
+import httpcore
 import httpx
 
 from console.errors import UserError
 from console.metrics.exposition import ParseError, parse
 from console.metrics.vllm import FAMILIES, sample_from_page
+from console.sources.asyncio_network import AsyncioBackend
 from console.sources.base import Target, TargetResult
 
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # a real vLLM page is ~50 KB; LoRA-heavy ones a few hundred KB
@@ -28,6 +39,15 @@ class PageTooLarge(Exception):
     pass
 
 
+class _BadStatus(Exception):
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(f"HTTP {status} {reason}".strip())
+
+
+class _BadEncoding(Exception):
+    pass
+
+
 class _NoAnswer(Exception):
     """The connection closed before any answer, twice."""
 
@@ -35,9 +55,13 @@ class _NoAnswer(Exception):
 class _StaleConnection(Exception):
     """The connection failed before any answer arrived."""
 
-    def __init__(self, error: httpx.HTTPError) -> None:
+    def __init__(self, error: httpcore.NetworkError | httpcore.RemoteProtocolError) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+class _BadURL(Exception):
+    pass
 
 
 def bearer_token_from_env(variable: str | None) -> str | None:
@@ -48,6 +72,88 @@ def bearer_token_from_env(variable: str | None) -> str | None:
     if not token:
         raise UserError(f"--token-env {variable}: the environment variable is unset or empty; expected a bearer token")
     return token
+
+
+class _Route:
+    """How one target is asked: a request built once, over one kept-alive connection.
+
+    Straight to the replica this is one httpcore connection, replaced when the server
+    closed it or it failed (a pool's bookkeeping costs more than it saves for a single
+    connection); through a proxy it is httpcore's one-connection proxy pool.
+    """
+
+    def __init__(self, request: httpcore.Request, tls, backend, proxy: httpcore.AsyncHTTPProxy | None) -> None:
+        self.request = request
+        self._tls = tls
+        self._backend = backend
+        self._proxy = proxy
+        self._connection: httpcore.AsyncHTTPConnection | None = None
+
+    async def send(self) -> httpcore.Response:
+        if self._proxy is not None:
+            return await self._proxy.handle_async_request(self.request)
+        connection = self._connection
+        if connection is None or connection.is_closed() or connection.has_expired():
+            if connection is not None:
+                await connection.aclose()
+            connection = self._connection = httpcore.AsyncHTTPConnection(
+                self.request.url.origin, ssl_context=self._tls, network_backend=self._backend
+            )
+        return await connection.handle_async_request(self.request)
+
+    async def aclose(self) -> None:
+        if self._proxy is not None:
+            await self._proxy.aclose()
+        elif self._connection is not None:
+            await self._connection.aclose()
+
+
+def _env_proxy(url: httpx.URL) -> httpx.Proxy | None:
+    """The proxy the environment names for `url` (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY), as httpx honours it."""
+    proxies = getproxies()
+    chosen = proxies.get(url.scheme) or proxies.get("all")
+    if not chosen:
+        return None
+    netloc = url.netloc.decode("ascii")
+    if proxy_bypass_environment(netloc, proxies) or proxy_bypass_environment(url.host, proxies):
+        return None
+    if "://" not in chosen:
+        chosen = "http://" + chosen
+    try:
+        proxy = httpx.Proxy(chosen)
+    except (httpx.InvalidURL, ValueError) as error:
+        raise _BadURL(f"the proxy named by the environment is not a usable URL: {error}") from None
+    if proxy.url.scheme not in ("http", "https"):  # (the URL itself may hold a password: not shown)
+        raise _BadURL(f"the environment names a {proxy.url.scheme}:// proxy; only http(s) proxies are supported")
+    return proxy
+
+
+def _route(target_url: str, headers: list[tuple[bytes, bytes]], tls, backend) -> _Route:
+    try:
+        url = httpx.URL(target_url)
+    except httpx.InvalidURL as error:
+        raise _BadURL(f"not a valid URL: {error}") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise _BadURL(f"not an http(s) URL: {target_url}")
+    request = httpcore.Request(
+        "GET",
+        httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
+        headers=[(b"Host", url.netloc), *headers],
+    )
+    proxy = _env_proxy(url)
+    if proxy is None:
+        return _Route(request, tls, backend, None)
+    pool = httpcore.AsyncHTTPProxy(
+        proxy_url=httpcore.URL(
+            scheme=proxy.url.raw_scheme, host=proxy.url.raw_host, port=proxy.url.port, target=proxy.url.raw_path
+        ),
+        proxy_auth=proxy.raw_auth,
+        proxy_headers=proxy.headers.raw,
+        ssl_context=tls,
+        max_connections=1,
+        network_backend=backend,
+    )
+    return _Route(request, tls, backend, pool)
 
 
 class ScrapeSource:
@@ -64,54 +170,62 @@ class ScrapeSource:
         self.targets = list(targets)
         self.timeout = timeout
         self.max_bytes = max_bytes
-        headers = {"Accept": ACCEPT, "User-Agent": "capcon"}
+        headers = [(b"Accept", ACCEPT.encode()), (b"Accept-Encoding", b"gzip"), (b"User-Agent", b"capcon")]
         if token:
-            headers["Authorization"] = f"Bearer {token}"
-        self._headers = headers
-        # One small client per target: httpx's shared pool slows down with the square of the
-        # number of connections (seconds of CPU per refresh at 256 targets); one TLS context
-        # is shared, since building one per client is costly.
+            headers.append((b"Authorization", f"Bearer {token}".encode()))
+        # One TLS context for all targets (building one is costly); httpx's, so SSL_CERT_FILE and
+        # SSL_CERT_DIR are honoured as before. One connection per target, never a shared pool:
+        # a pool's bookkeeping grows with the square of its connections.
         tls = httpx.create_ssl_context(verify=verify)
-        self._clients = {
-            target.url: httpx.AsyncClient(
-                verify=tls,
-                timeout=httpx.Timeout(timeout),
-                limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-                follow_redirects=False,
-            )
-            for target in self.targets
-        }
+        backend = AsyncioBackend()
+        self._routes: list[_Route | _BadURL] = []
+        for target in self.targets:
+            try:
+                self._routes.append(_route(target.url, headers, tls, backend))
+            except _BadURL as error:
+                self._routes.append(error)
+        self._lock = asyncio.Lock()
 
     async def fetch(self, now: float) -> list[TargetResult]:
-        """One scrape of every target, concurrently; `now` stamps the samples."""
-        return list(await asyncio.gather(*(self._fetch_one(target, now) for target in self.targets)))
+        """One scrape of every target, concurrently; `now` stamps the samples.
+
+        Concurrent calls are served in turn, so a target's connection carries one request at a time.
+        """
+        async with self._lock:
+            scrapes = [self._fetch_one(target, route, now) for target, route in zip(self.targets, self._routes)]
+            return list(await asyncio.gather(*scrapes))
 
     async def aclose(self) -> None:
-        await asyncio.gather(*(c.aclose() for c in self._clients.values()))
+        routes = [route for route in self._routes if isinstance(route, _Route)]
+        await asyncio.gather(*[route.aclose() for route in routes], return_exceptions=True)
+        await asyncio.sleep(0)  # let the transports finish closing their sockets
 
-    async def _fetch_one(self, target: Target, now: float) -> TargetResult:
+    async def _fetch_one(self, target: Target, route: _Route | _BadURL, now: float) -> TargetResult:
         def failed(state, error: str) -> TargetResult:
             return TargetResult(target.name, target.url, state, None, error, now)
 
         try:
             async with asyncio.timeout(self.timeout):
-                body = await self._get(self._clients[target.url], target.url)
-        except TimeoutError:
+                body = await self._get(route)
+        except (TimeoutError, httpcore.TimeoutException):
             return failed("timeout", f"no complete answer within {self.timeout:g} s")
-        except httpx.TimeoutException:
-            return failed("timeout", f"no complete answer within {self.timeout:g} s")
-        except httpx.ConnectError as error:
+        except httpcore.ConnectError as error:
             return failed("down", f"cannot connect: {_reason(error)}")
-        except httpx.HTTPStatusError as error:
-            response = error.response
-            return failed("down", f"HTTP {response.status_code} {response.reason_phrase}".strip())
+        except _BadStatus as error:
+            return failed("down", str(error))
         except PageTooLarge:
             return failed("bad_payload", f"page larger than {self.max_bytes / (1024 * 1024):g} MB; not read")
+        except _BadEncoding as error:
+            return failed("bad_payload", str(error))
         except _NoAnswer as error:
             return failed("down", f"connection closed without an answer: {error}")
-        except (httpx.RemoteProtocolError, httpx.ReadError) as error:
+        except (httpcore.RemoteProtocolError, httpcore.ReadError) as error:
             return failed("bad_payload", f"page cut short: {_reason(error)}")
-        except httpx.HTTPError as error:
+        except _BadURL as error:
+            return failed("down", str(error))
+        except httpcore.UnsupportedProtocol as error:
+            return failed("down", f"unsupported URL: {_reason(error)}")
+        except (httpcore.NetworkError, httpcore.ProtocolError, httpcore.ProxyError) as error:
             return failed("down", f"{type(error).__name__}: {_reason(error)}")
         except OSError as error:
             return failed("down", f"{type(error).__name__}: {error}")
@@ -126,41 +240,77 @@ class ScrapeSource:
         warning = f"{sample.duplicates} duplicate series ignored" if sample.duplicates else ""
         return TargetResult(target.name, target.url, "up", sample, warning, now)
 
-    async def _get(self, client: httpx.AsyncClient, url: str) -> bytes:
+    async def _get(self, route: _Route | _BadURL) -> bytes:
+        """The page behind `route`, decompressed; raises on any failure (the caller names it)."""
+        if isinstance(route, _BadURL):
+            raise route
         try:
-            return await self._get_once(client, url)
+            return await self._get_once(route)
         except _StaleConnection:
             # A kept-alive connection the server had just closed (uvicorn drops idle ones after
             # 5 s): the GET got no answer at all, so asking once more on a new connection is safe.
             try:
-                return await self._get_once(client, url)
+                return await self._get_once(route)
             except _StaleConnection as again:
                 raise _NoAnswer(_reason(again.error)) from None
 
-    async def _get_once(self, client: httpx.AsyncClient, url: str) -> bytes:
-        answered = False
+    async def _get_once(self, route: _Route) -> bytes:
         try:
-            async with client.stream("GET", url, headers=self._headers) as response:
-                answered = True
-                return await self._read(response)
-        except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError) as error:
-            if answered:
-                raise
+            response = await route.send()
+        except (httpcore.ReadError, httpcore.WriteError, httpcore.RemoteProtocolError) as error:
             raise _StaleConnection(error) from error
+        try:
+            return await self._read(response)
+        finally:
+            await response.aclose()  # an unfinished body closes the connection; a finished one keeps it
 
-    async def _read(self, response: httpx.Response) -> bytes:
-        if response.status_code != 200:
-            raise httpx.HTTPStatusError("status", request=response.request, response=response)
-        declared = response.headers.get("content-length")
+    async def _read(self, response: httpcore.Response) -> bytes:
+        if response.status != 200:
+            reason = response.extensions.get("reason_phrase", b"").decode("latin-1")
+            if not reason:
+                try:
+                    reason = HTTPStatus(response.status).phrase
+                except ValueError:
+                    reason = ""
+            raise _BadStatus(response.status, reason)
+        declared = encoding = None
+        for name, value in response.headers:
+            lowered = name.lower()
+            if lowered == b"content-length":
+                declared = value
+            elif lowered == b"content-encoding":
+                encoding = value.strip().lower()
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             raise PageTooLarge()
+        if encoding in (b"gzip", b"x-gzip"):
+            return await self._read_gzip(response)
+        if encoding not in (None, b"", b"identity"):
+            raise _BadEncoding(f"unsupported Content-Encoding {encoding.decode('latin-1')!r}")
         chunks = []
         size = 0
-        async for chunk in response.aiter_bytes():
+        async for chunk in response.stream:
             size += len(chunk)
             if size > self.max_bytes:
                 raise PageTooLarge()
             chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _read_gzip(self, response: httpcore.Response) -> bytes:
+        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        chunks = []
+        size = 0
+        try:
+            async for chunk in response.stream:
+                # Never inflate more than the cap allows: a small gzip body can expand a thousandfold.
+                out = inflate.decompress(chunk, self.max_bytes - size + 1)
+                size += len(out)
+                if size > self.max_bytes or inflate.unconsumed_tail:
+                    raise PageTooLarge()
+                chunks.append(out)
+        except zlib.error as error:
+            raise _BadEncoding(f"gzip page is corrupt: {error}") from None
+        if not inflate.eof:
+            raise _BadEncoding("gzip page cut short")
         return b"".join(chunks)
 
 
