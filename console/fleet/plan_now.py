@@ -8,9 +8,12 @@ machine's time zone.
 from __future__ import annotations
 
 import time
+from functools import lru_cache
 from dataclasses import dataclass
 
 from console.plan.model import Plan
+from console.plan.schedule import capacity_at
+from console.plan.sizing import size
 
 HOUR = 3600.0
 A_MONDAY = 1_704_067_200.0  # 2024-01-01 00:00 UTC, a Monday
@@ -29,7 +32,7 @@ class PlanNow:
     replicas_scheduled: int
     rps_per_replica: float  # measured at the goodput target
     planned_capacity_rps: float  # scheduled replicas x per-replica capacity
-    planned_load_rps: float  # the plan's busiest-five-minutes rps for this hour, all workloads
+    planned_load_rps: float  # the plan's busiest-five-minutes rps for this hour, interactive workloads
     replicas_scheduled_soon: int  # the most the schedule asks for within the lead time
     lead_time_seconds: float
     redundancy: int
@@ -63,11 +66,13 @@ def _weighted_mean(pairs: list[tuple[float, float]]) -> float | None:
     return sum(v * w for v, w in pairs) / weight
 
 
-def plan_now(plan: Plan, now: float, utc_offset_seconds: float = 0.0) -> PlanNow:
-    # Imported here so the rest of the console can load with a partial planner.
-    from console.plan.schedule import capacity_at
-    from console.plan.sizing import size
+@lru_cache(maxsize=16)
+def _sized(plan: Plan):
+    """The plan's sizing, once per plan: the console asks for the plan at every poll."""
+    return size(plan)
 
+
+def plan_now(plan: Plan, now: float, utc_offset_seconds: float = 0.0) -> PlanNow:
     weekday, hour = _clock(now, utc_offset_seconds)
     replicas, capacity = capacity_at(plan, weekday, hour)
     # Every hour that starts within the lead time: a replica for it must start loading now.
@@ -78,9 +83,12 @@ def plan_now(plan: Plan, now: float, utc_offset_seconds: float = 0.0) -> PlanNow
         boundary += HOUR
     interactive = plan.interactive or plan.workloads
     load = sum(w.rps_by_hour[weekday][hour] for w in interactive)
-    # Token means weighted by each workload's peak share, so a big batch job counts for its weight.
-    weights = [(w, max(w.peak_rps, 1e-9)) for w in plan.workloads]
-    sized = size(plan)
+    # The fleet serves every workload, deferrable ones included: the token means it should see are those of
+    # this hour's mix (each workload by its rps now), or of the peak mix in an hour the plan leaves empty.
+    weights = [(w, w.rps_by_hour[weekday][hour]) for w in plan.workloads]
+    if sum(k for _, k in weights) <= 0:
+        weights = [(w, w.peak_rps) for w in plan.workloads]
+    sized = _sized(plan)
     return PlanNow(
         plan_name=plan.name,
         weekday=weekday,

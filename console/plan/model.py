@@ -139,6 +139,9 @@ class Plan:
     overflow: Overflow = field(default_factory=Overflow)
     fleet: FleetSource | None = None
     source_path: str = ""
+    # The clock the arrival profile's hours are written in (IANA name): the console reads
+    # "this hour" of the plan in it.
+    timezone: str = "UTC"
 
     @property
     def interactive(self) -> tuple[Workload, ...]:

@@ -12,6 +12,7 @@ import math
 import re
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
@@ -427,7 +428,17 @@ def _data(f: _Field | None) -> DataRules:
 
 
 _TOP_REQUIRED = ("model", "gpu", "workloads", "capacity")
-_TOP_OPTIONAL = ("name", "replica", "redundancy", "lead_time_minutes", "data", "overflow", "fleet")
+_TOP_OPTIONAL = ("name", "timezone", "replica", "redundancy", "lead_time_minutes", "data", "overflow", "fleet")
+
+
+def _timezone(field: "_Field") -> str:
+    """An IANA zone name ("Europe/Warsaw"): the clock the plan's hours of the day are written in."""
+    name = field.text()
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise field.fail(f"unknown time zone {name!r}", "an IANA zone name such as UTC or Europe/Warsaw") from None
+    return name
 
 
 def _compose(text: str, source_name: str) -> yaml.Node:
@@ -452,6 +463,7 @@ def parse_plan(text: str, source_name: str) -> Plan:
     data = _data(top.get("data"))
     return Plan(
         name=top["name"].text() if "name" in top else Path(source_name).stem,
+        timezone=_timezone(top["timezone"]) if "timezone" in top else "UTC",
         model=_model(top["model"]),
         gpu=_gpu(top["gpu"]),
         replica=_replica(top.get("replica")),

@@ -10,8 +10,10 @@ import inspect
 import signal
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Protocol
+from zoneinfo import ZoneInfo
 
 from textual.app import App
 from textual.binding import Binding
@@ -58,7 +60,14 @@ class FleetHandle:
     def plan_at(self, now: float) -> PlanNow | None:
         if self.expect is not None:
             return self.expect(now)
-        return plan_now(self.plan, now) if self.plan is not None else None
+        if self.plan is None:
+            return None
+        return plan_now(self.plan, now, utc_offset_seconds=utc_offset_seconds(self.plan.timezone, now))
+
+
+def utc_offset_seconds(zone: str, at: float) -> float:
+    """How far the plan's clock is ahead of UTC at `at` (DST included); the zone was checked when the plan loaded."""
+    return ZoneInfo(zone).utcoffset(datetime.fromtimestamp(at, timezone.utc)).total_seconds()
 
 
 class ConsoleApp(App):
