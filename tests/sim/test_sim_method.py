@@ -24,6 +24,7 @@ from console.sim.traffic import LengthSampler
 from .sim_plans import example_a, office_assistant
 
 SHIPPED_18RPS = Path(__file__).resolve().parents[2] / "plans" / "internal-assistant-18rps.yaml"
+SHIPPED_8B = Path(__file__).resolve().parents[2] / "plans" / "chat-8b-l40s.yaml"
 WARMUP = 120.0
 DURATION = 600.0
 
@@ -124,6 +125,8 @@ def _single_replica_plans():
     plans = [pytest.param(office_assistant(), id="built-in")]
     if SHIPPED_18RPS.exists():
         plans.append(pytest.param(load_plan(SHIPPED_18RPS), id="plans/internal-assistant-18rps.yaml"))
+    if SHIPPED_8B.exists():
+        plans.append(pytest.param(load_plan(SHIPPED_8B), id="plans/chat-8b-l40s.yaml"))
     return plans
 
 
