@@ -18,7 +18,7 @@ from .vllm_harness import SERVED_MODEL
 REQUESTS = 40
 CONCURRENCY = 8
 MAX_TOKENS = 300
-PROMPT_WORDS = 16
+PROMPT_WORDS = 40
 ACCEPT_TEXT = {"Accept": "text/plain"}
 
 
