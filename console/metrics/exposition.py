@@ -156,7 +156,9 @@ def parse(text: str, families: frozenset[str] | None = None) -> Page:
         blocks = text.split("\n# HELP ")
         _read_lines(blocks[0], samples, state)
         for block in blocks[1:]:
-            if block[: block.find(" ")] in families:
+            name = block[: block.find(" ")]
+            # An exporter that writes OpenMetrics-escaped names says vllm_ in HELP too.
+            if name in families or (name.startswith("vllm_") and "vllm:" + name[5:] in families):
                 _read_lines(block[block.find("\n") :], samples, state)  # past the HELP text
     start = _process_start(text)
     if start is not None:

@@ -112,7 +112,11 @@ class _Field:
     def _scalar(self, expected: str) -> Any:
         if not isinstance(self.node, yaml.ScalarNode):
             raise self.fail(f"got {self._shown()}", expected)
-        return _CONSTRUCTOR.construct_object(self.node)
+        try:
+            return _CONSTRUCTOR.construct_object(self.node)
+        except (yaml.YAMLError, ValueError, TypeError):  # an explicit tag (!!int abc, !!python/...) that does not hold
+            tag = self.node.tag.replace("tag:yaml.org,2002:", "!!")
+            raise self.fail(f"got {tag} {self.node.value!r}", expected) from None
 
     def number(self, *, minimum: float | None = 0.0, strict: bool = True, maximum: float | None = None) -> float:
         """A finite number; `strict` means above `minimum` (positive by default), else at least it."""
@@ -471,7 +475,10 @@ def parse_plan(text: str, source_name: str) -> Plan:
         capacity=_capacity(top["capacity"]),
         redundancy=top["redundancy"].integer(minimum=0) if "redundancy" in top else 1,
         lead_time_seconds=(
-            top["lead_time_minutes"].number(strict=False) * 60.0 if "lead_time_minutes" in top else 600.0
+            # Loading a model takes minutes; a day is already far past any real scale-up.
+            top["lead_time_minutes"].number(strict=False, maximum=24 * 60) * 60.0
+            if "lead_time_minutes" in top
+            else 600.0
         ),
         data=data,
         overflow=_overflow(top.get("overflow"), data),

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
+from console.errors import UserError
 from console.metrics.figures import FleetFigures, ReplicaState
 from console.metrics.vllm import ReplicaSample
 
@@ -53,13 +54,23 @@ class FigureSource(Protocol):
 
 
 def metrics_url(text: str) -> str:
-    """`host:8000`, `http://host:8000` or a full URL -> the URL of its /metrics page."""
+    """`host:8000`, `http://host:8000` or a full URL -> the URL of its /metrics page.
+
+    A target that cannot be an address (a malformed host, a port outside 1-65535) is a UserError.
+    """
     url = text.strip()
     if "://" not in url:
         url = "http://" + url
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # reading it checks the range
+    except ValueError as error:
+        raise UserError(f"target {text!r}: {error}; expected host:port or an http(s) URL") from None
+    if not parts.hostname or port == 0:
+        raise UserError(f"target {text!r}: no host or port; expected host:port or an http(s) URL")
     if parts.path in ("", "/"):
-        url = url.rstrip("/") + "/metrics"
+        # Rebuilt rather than appended to, so a query string (?token=...) stays after the path.
+        url = urlunsplit(parts._replace(path="/metrics"))
     return url
 
 

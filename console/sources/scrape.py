@@ -229,6 +229,8 @@ class ScrapeSource:
             return failed("down", f"{type(error).__name__}: {_reason(error)}")
         except OSError as error:
             return failed("down", f"{type(error).__name__}: {error}")
+        except (ValueError, OverflowError) as error:  # an address the socket layer refuses to use
+            return failed("down", f"unusable address: {error}")
         text = body.decode("utf-8", errors="replace")
         page = parse(text, FAMILIES)  # only the families capcon reads
         if page.errors:

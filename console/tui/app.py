@@ -10,7 +10,7 @@ import inspect
 import signal
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Protocol
 from zoneinfo import ZoneInfo
@@ -67,7 +67,7 @@ class FleetHandle:
 
 def utc_offset_seconds(zone: str, at: float) -> float:
     """How far the plan's clock is ahead of UTC at `at` (DST included); the zone was checked when the plan loaded."""
-    return ZoneInfo(zone).utcoffset(datetime.fromtimestamp(at, timezone.utc)).total_seconds()
+    return datetime.fromtimestamp(at, ZoneInfo(zone)).utcoffset().total_seconds()
 
 
 class ConsoleApp(App):

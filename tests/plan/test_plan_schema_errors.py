@@ -192,3 +192,29 @@ def test_plan_error_is_a_user_error_from_the_pure_loader(tmp_path):
     assert str(caught.value) == "inline.yaml:1: missing key 'gpu'; expected gpu to be set"
     with pytest.raises(PlanError):
         load_plan(tmp_path / "absent.yaml")
+
+
+@pytest.mark.parametrize(
+    "line, tag",
+    [
+        ("  layers: !!int abc", "!!int 'abc'"),  # a tag whose value does not hold
+        ("  layers: !!python/object:os.system x", "!!python/object:os.system 'x'"),  # a tag safe loading refuses
+    ],
+)
+def test_explicit_yaml_tags_that_do_not_hold_are_one_line(tmp_path, capcon, line, tag):
+    lines = yaml.safe_dump(BASE_PLAN, default_flow_style=False, width=1000).splitlines()
+    index = next(i for i, text in enumerate(lines) if text.strip().startswith("layers:"))
+    lines[index] = line
+    path = tmp_path / "tagged.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    message = _error(capcon, path)
+    assert f"{path}:{index + 1}: model.layers: got " in message
+    assert tag in message
+    assert "expected a whole number >= 1" in message
+
+
+def test_lead_time_longer_than_a_day_is_refused(write_plan, capcon):
+    path = write_plan({"lead_time_minutes": 100000})
+    message = _error(capcon, path)
+    assert f":{_line_of(path, 'lead_time_minutes')}: lead_time_minutes: got 100000" in message
+    assert "<= 1440" in message

@@ -43,3 +43,16 @@ def test_console_reads_the_plan_hour_in_the_plan_zone():
     as_utc = plan_now(plan, winter_monday_0730_utc)
     assert as_utc.hour == 7
     assert in_zone.replicas_scheduled > as_utc.replicas_scheduled
+
+
+@pytest.mark.parametrize(
+    "zone, at, hours",
+    [
+        # The hours right after each clock change, where the offset at the UTC wall time differs.
+        ("America/Los_Angeles", 1_772_946_000.0, -8),  # 2026-03-08 05:00Z: still PST (Sat 21:00)
+        ("Europe/Rome", 1_774_747_800.0, 2),  # 2026-03-29 01:30Z: already CEST (03:30)
+        ("Australia/Sydney", 1_775_332_800.0, 10),  # 2026-04-04 20:00Z: already AEST (06:00)
+    ],
+)
+def test_offset_is_the_zone_offset_at_that_instant_across_clock_changes(zone, at, hours):
+    assert utc_offset_seconds(zone, at) == hours * 3600
