@@ -6,7 +6,14 @@ target) and polls never overlap: a second caller waits for the first to finish.
 
 For a sample source the watcher keeps a ring of samples per replica and computes
 each figure against the oldest sample inside the window (10 s, 1 min, 5 min...).
-A restart empties that replica's ring, so rates resume from the new process.
+When refreshes are further apart than the window, no older sample lies inside it:
+the newest one before the window edge is used instead, and the figures report the
+span they actually cover. A restart empties that replica's ring, so rates resume
+from the new process.
+
+A figure source (Prometheus) judges staleness itself: its data age is the time
+since Prometheus last scraped the target, which says nothing about this poll's
+interval, so the watcher passes its states on unchanged.
 """
 
 from __future__ import annotations
@@ -25,8 +32,10 @@ from console.sources.base import FigureSource, SampleSource, TargetResult
 # Slack on the window edge for scheduling jitter: a sample a little older than the window still
 # counts, but never one a whole interval older.
 WINDOW_SLACK = 0.10
-STALE_AFTER_INTERVALS = 3.0
 RING_STEPS = 30
+# A sample kept past the window edge (refreshes further apart than the window) may be at most
+# this many intervals old: an older one is from before a gap in the data, not the last refresh.
+REACH_INTERVALS = 2.0
 
 
 class Watcher:
@@ -54,10 +63,6 @@ class Watcher:
     def source_name(self) -> str:
         return getattr(self.source, "name", type(self.source).__name__)
 
-    @property
-    def stale_after_seconds(self) -> float:
-        return STALE_AFTER_INTERVALS * max(self.interval_seconds, 1.0)
-
     async def poll(self) -> FleetFigures:
         """Ask the source once and return the figures; concurrent callers are served in turn."""
         async with self._lock:
@@ -67,7 +72,8 @@ class Watcher:
                 # A fresh scrape is never stale; a failed one shows its failure and the data age.
                 figures = self._from_samples(results, self._clock())
             else:
-                figures = self._mark_stale(await self.source.collect(now), self._clock())
+                # Prometheus marks its own stale targets, against its scrape interval and the window.
+                figures = await self.source.collect(now)
             self.last = figures
             return figures
 
@@ -86,7 +92,19 @@ class Watcher:
                 windows.append(window)
         fleet = fleet_figures(windows, replicas, now=now)
         newest = max((r.fetched_at for r in results), default=now)
-        return FleetFigures(self.window_seconds, self.source_name, tuple(replicas), fleet, newest)
+        return FleetFigures(self._span_covered(windows), self.source_name, tuple(replicas), fleet, newest)
+
+    def _span_covered(self, windows) -> float:
+        """The window, or the longer span the figures really cover when refreshes are further apart."""
+        slack = self._slack()
+        spans = [newer.at - older.at for older, newer in windows if older is not None and newer is not None]
+        widest = max(spans, default=0.0)
+        if widest <= self.window_seconds + slack:
+            return self.window_seconds
+        return round(widest, 1) if widest < 10 else float(round(widest))
+
+    def _slack(self) -> float:
+        return min(self.window_seconds * WINDOW_SLACK, self.interval_seconds * 0.5)
 
     def _replica(self, result: TargetResult, now: float):
         ring = self._rings.setdefault(result.url, deque())
@@ -108,9 +126,15 @@ class Watcher:
         # between 29/30 of the window and the whole of it.
         if not ring or sample.at - ring[-1].at >= self.window_seconds / RING_STEPS:
             ring.append(sample)
-        slack = min(self.window_seconds * WINDOW_SLACK, self.interval_seconds * 0.5)
+        slack = self._slack()
         edge = sample.at - self.window_seconds - slack
-        while ring and ring[0].at < edge:
+        # Past the edge, keep the newest sample before it while nothing inside the window can
+        # take its place (the last kept one is the newest sample, or within a ring step of it):
+        # with refreshes further apart than the window, the last refresh is the older sample.
+        while len(ring) > 2 and ring[0].at < edge:
+            ring.popleft()
+        reach = sample.at - max(self.window_seconds, REACH_INTERVALS * self.interval_seconds) - slack
+        while ring and ring[0].at < reach:
             ring.popleft()
         if not ring:
             ring.append(sample)
@@ -120,13 +144,3 @@ class Watcher:
         figures = replica_figures(older, sample, result.name, result.url, state=state, error=error, now=now)
         return figures, (older, sample)
 
-    def _mark_stale(self, figures: FleetFigures, now: float) -> FleetFigures:
-        """Figures whose data is older than a few intervals are shown as stale, not as current."""
-        limit = self.stale_after_seconds
-        replicas = tuple(
-            replace(r, state="stale", error=r.error or f"no new data for {r.data_age_seconds:.0f} s")
-            if r.state == "up" and r.data_age_seconds is not None and r.data_age_seconds > limit
-            else r
-            for r in figures.replicas
-        )
-        return replace(figures, replicas=replicas)

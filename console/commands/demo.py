@@ -67,6 +67,8 @@ def demo_plan_path() -> str:
 def run(args) -> int:
     from console.plan.schema import load_plan
 
+    if args.window < args.interval:
+        raise UserError(f"--window {args.window:g}: shorter than --interval {args.interval:g}; expected a window of at least the interval")
     plan = load_plan(args.plan or demo_plan_path())
     try:
         return asyncio.run(_demo(plan, args))

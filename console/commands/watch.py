@@ -86,6 +86,9 @@ def _check(args) -> None:
         raise UserError(f"--interval {args.interval:g}: expected at least {MIN_INTERVAL:g} seconds")
     if args.window is not None and (not math.isfinite(args.window) or args.window <= 0):
         raise UserError(f"--window {args.window:g}: expected a positive number of seconds")
+    if args.window is not None and args.window < args.interval:
+        # A window shorter than the refresh never holds two samples: every rate would be unknown.
+        raise UserError(f"--window {args.window:g}: shorter than --interval {args.interval:g}; expected a window of at least the interval")
     if args.timeout is not None and (not math.isfinite(args.timeout) or args.timeout <= 0):
         raise UserError(f"--timeout {args.timeout:g}: expected a positive number of seconds")
     if args.json and not args.once:

@@ -228,7 +228,12 @@ class ConsoleApp(App):
         self._wake.set()
 
     def action_slower(self) -> None:
-        self.interval = self.interval + (1.0 if self.interval < 10 else 5.0)
+        # At most half the shortest window: two refreshes always fall inside it, or every rate
+        # and percentile would be unknown. Never lowered here, and 60 s without a window.
+        windows = [getattr(h.watcher, "window_seconds", None) for h in self.fleets]
+        longest = min((w / 2 for w in windows if isinstance(w, (int, float)) and w > 0), default=60.0)
+        longest = max(longest, MIN_INTERVAL_SECONDS)
+        self.interval = max(self.interval, min(longest, self.interval + (1.0 if self.interval < 10 else 5.0)))
         self._redraw()
 
     def action_faster(self) -> None:

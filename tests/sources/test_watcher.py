@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from dataclasses import replace
 
 import pytest
 from aiohttp import web
 
+from console.commands import watch
+from console.errors import UserError
 from console.metrics.exposition import parse
 from console.metrics.figures import Figures, FleetFigures
 from console.metrics.vllm import sample_from_page
+from console.sources import promql
 from console.sources.base import Target, TargetResult
+from console.sources.prometheus import PrometheusSource
 from console.sources.scrape import ScrapeSource
+from console.tui.app import ConsoleApp, FleetHandle
 from console.watcher import Watcher
+from tests.tui.conftest import settle
+from tests.tui.fakes import FakeClock, FakeWatcher, normal_fleet
 
 from metrics.pages import V032_IDLE, V032_SMALL_KV, advance, sample_text
 from .servers import pages_in_turn, serve
+from .test_prometheus_source import answers_for
 
 
 class ScriptedSource:
@@ -94,23 +103,134 @@ async def test_a_failed_poll_keeps_the_state_and_the_age_of_the_last_good_data()
 
 
 class FixedFigures:
-    """A figure source (as the Prometheus source is) answering with data of a given age."""
+    """A figure source (as the Prometheus source is) answering with data of a given age and state."""
 
     name = "prometheus"
 
-    def __init__(self, age: float):
+    def __init__(self, age: float, state: str):
         self.age = age
+        self.state = state
 
     async def collect(self, now: float) -> FleetFigures:
-        replica = Figures(name="r", url="u", state="up", running=2.0, data_age_seconds=self.age)
+        replica = Figures(name="r", url="u", state=self.state, running=2.0, data_age_seconds=self.age)
         return FleetFigures(60.0, "prometheus", (replica,), replace(replica, name="fleet"), now)
 
 
-@pytest.mark.parametrize("age,state", [(1.0, "up"), (30.0, "stale")])
-async def test_old_data_from_a_figure_source_is_marked_stale(age, state):
-    watcher = Watcher(FixedFigures(age), window_seconds=60, interval_seconds=2)
+@pytest.mark.parametrize("age,state", [(1.0, "up"), (30.0, "up"), (90.0, "stale")])
+async def test_a_figure_source_judges_staleness_itself(age, state):
+    # 30 s is fifteen 2-second intervals: still current for Prometheus, which scrapes every 15-60 s.
+    watcher = Watcher(FixedFigures(age, state), window_seconds=60, interval_seconds=2)
     figures = await watcher.poll()
     assert figures.replicas[0].state == state and figures.source == "prometheus"
+
+
+class ScrapingPrometheus:
+    """Stands in for PrometheusConnect: every target was last scraped on a 15-second beat."""
+
+    SCRAPE_INTERVAL = 15.0
+
+    def __init__(self, instances: list[str]):
+        self.answers = answers_for(instances)
+        self.instances = instances
+        self.by_query: dict[str, str] = {}
+        self.ages: list[float] = []
+
+    def custom_query(self, query, params=None, timeout=None):
+        purpose = self.by_query[query]
+        if purpose != "up":
+            return self.answers[purpose]
+        at = float(params["time"])
+        scraped = at - at % self.SCRAPE_INTERVAL
+        self.ages.append(at - scraped)
+        rows = []
+        for instance in self.instances:
+            rows.append({"metric": {promql.FIGURE_LABEL: "up", "instance": instance}, "value": [at, "1"]})
+            rows.append({"metric": {promql.FIGURE_LABEL: "scraped_at", "instance": instance}, "value": [at, str(scraped)]})
+        return rows
+
+
+async def test_prometheus_replicas_between_scrapes_stay_up_on_a_short_interval():
+    client = ScrapingPrometheus(["10.0.0.1:8000", "10.0.0.2:8000"])
+    source = PrometheusSource("http://prometheus.invalid", 'job="vllm"', window_seconds=60, client=client)
+    client.by_query = {query: purpose for purpose, query in source.queries.items()}
+    clock = Clock(1_800_000_000.0)
+    watcher = Watcher(source, window_seconds=60, interval_seconds=2, clock=clock)
+    figures = await run_polls(watcher, clock, 16, step=2.0)
+    # The polls met every data age a 15-second scrape gives, far past three 2-second intervals.
+    assert min(client.ages) == 0.0 and max(client.ages) == 14.0
+    assert {r.state for f in figures for r in f.replicas} == {"up"}
+    assert all(f.fleet.state == "up" and f.fleet.requests_per_second == pytest.approx(4.0) for f in figures)
+    assert max(r.data_age_seconds for f in figures for r in f.replicas) == pytest.approx(14.0)
+
+
+async def test_refreshes_further_apart_than_the_window_still_give_figures_over_their_span():
+    clock = Clock()
+    watcher = Watcher(ScriptedSource(growing_pages(10)), window_seconds=2, interval_seconds=5, clock=clock)
+    figures = await run_polls(watcher, clock, 4, step=5.0)
+    assert figures[0].replicas[0].prompt_tokens_per_second is None
+    # Poll 3 (t=15) against poll 2 (t=10), the last refresh: (3^2 - 2^2) / 5 s.
+    assert figures[3].replicas[0].prompt_tokens_per_second == pytest.approx((9 - 4) / 5)
+    assert figures[3].fleet.prompt_tokens_per_second == pytest.approx((9 - 4) / 5)
+    assert figures[3].window_seconds == 5.0  # the span the figures cover, not the 2 s asked for
+    assert len(watcher._rings["u"]) == 2
+
+
+async def test_a_window_wider_than_the_refresh_reports_itself():
+    clock = Clock()
+    watcher = Watcher(ScriptedSource(growing_pages(30)), window_seconds=10, interval_seconds=1, clock=clock)
+    figures = await run_polls(watcher, clock, 25)
+    assert {f.window_seconds for f in figures} == {10}
+
+
+async def test_data_from_before_a_gap_is_not_the_older_sample():
+    pages = growing_pages(4)
+    clock = Clock()
+    watcher = Watcher(ScriptedSource(pages), window_seconds=10, interval_seconds=1, clock=clock)
+    first = await watcher.poll()
+    clock.now += 30.0  # the replica was unreachable for half a minute
+    after_gap = await watcher.poll()
+    clock.now += 1.0
+    resumed = await watcher.poll()
+    assert first.replicas[0].prompt_tokens_per_second is None
+    assert after_gap.replicas[0].prompt_tokens_per_second is None  # not a rate averaged over the gap
+    assert after_gap.window_seconds == 10
+    assert resumed.replicas[0].prompt_tokens_per_second == pytest.approx((4 - 1) / 1)
+
+
+def watch_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    watch.add_parser(parser.add_subparsers())
+    return parser.parse_args(["watch", "--target", "127.0.0.1:8000", *argv])
+
+
+def test_a_window_shorter_than_the_interval_is_refused():
+    with pytest.raises(UserError) as refused:
+        watch._check(watch_args("--interval", "5", "--window", "2"))
+    message = str(refused.value)
+    assert "--window 2" in message and "--interval 5" in message and "expected" in message and "\n" not in message
+    watch._check(watch_args("--interval", "5", "--window", "5"))  # equal is enough: no error
+    watch._check(watch_args("--interval", "5"))  # the default window follows the interval
+
+
+def window_app(window: float | None, interval: float) -> ConsoleApp:
+    clock = FakeClock()
+    watcher = FakeWatcher(normal_fleet(), clock=clock)
+    if window is not None:
+        watcher.window_seconds = window
+    return ConsoleApp([FleetHandle("assistant", None, watcher)], clock=clock, interval=interval)
+
+
+@pytest.mark.parametrize("window,start,cap", [(20.0, 2.0, 10.0), (None, 2.0, 60.0), (20.0, 30.0, 30.0)])
+async def test_slower_stops_at_half_the_window(window, start, cap):
+    app = window_app(window, start)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        steps = []
+        for _ in range(25):
+            await pilot.press("plus")
+            steps.append(app.interval)
+    assert steps[-1] == cap and max(steps) == cap
+    assert steps == sorted(steps)  # "+" never makes refreshes faster, even above the cap
 
 
 async def test_polls_never_overlap():
