@@ -223,6 +223,7 @@ def _figure_json(figures: Figures) -> dict:
         out[key] = None if isinstance(value, float) and not math.isfinite(value) else value
     out["kv_usage_by_engine"] = dict(figures.kv_usage_by_engine)
     out["kv_capacity_tokens"] = figures.kv_capacity_tokens
+    out["kv_capacity_tokens_by_engine"] = dict(figures.kv_capacity_tokens_by_engine)
     out["requests_per_second_by_reason"] = dict(figures.requests_per_second_by_reason)
     out["rejections_per_second"] = figures.rejections_per_second
     out["data_age_seconds"] = figures.data_age_seconds

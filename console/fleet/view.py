@@ -152,16 +152,41 @@ def _serving(figures: FleetFigures) -> int:
     return sum(1 for r in figures.replicas if r.state in ("up", "restarted"))
 
 
-def _kv_used_bytes(figures: FleetFigures, plan: PlanNow) -> float | None:
-    """KV in use on the fullest replica, in bytes: occupancy x cache tokens x bytes per token."""
-    if plan.kv_bytes_per_token is None:
-        return None
+def _fullest_engine_tokens(replica: Figures) -> float | None:
+    """KV tokens in use on the replica's fullest engine: max over engines of usage x that engine's cache.
+
+    An engine without its own capacity (older sources, or its cache_config_info lacks
+    the figure) gets an even share of the replica's total, else the mean of the engines
+    that reported one: the engines of a data-parallel server share one cache config.
+    """
+    usage = dict(replica.kv_usage_by_engine)
+    if not usage and replica.kv_usage is not None:
+        usage = {"0": replica.kv_usage}
+    by_engine = replica.kv_capacity_tokens_by_engine
+    engines = max(len(usage), len(by_engine), 1)
+    if replica.kv_capacity_tokens is not None:
+        even_share: float | None = replica.kv_capacity_tokens / engines
+    else:
+        even_share = sum(by_engine.values()) / len(by_engine) if by_engine else None
     used = [
-        r.kv_usage * r.kv_capacity_tokens * plan.kv_bytes_per_token
-        for r in figures.replicas
-        if r.kv_usage is not None and r.kv_capacity_tokens is not None
+        share * capacity
+        for engine, share in usage.items()
+        if (capacity := by_engine.get(engine, even_share)) is not None
     ]
     return max(used) if used else None
+
+
+def _kv_used_bytes(figures: FleetFigures, plan: PlanNow) -> float | None:
+    """KV in use on the fullest engine of any replica, in bytes: occupancy x cache tokens x bytes per token.
+
+    The plan's replica is one model copy (one engine, tensor parallel over its GPUs)
+    with its own KV budget; each engine of a data-parallel server is such a copy, so
+    the budget compares with one engine's cache, never the server's total.
+    """
+    if plan.kv_bytes_per_token is None:
+        return None
+    used = [tokens for r in figures.replicas if (tokens := _fullest_engine_tokens(r)) is not None]
+    return max(used) * plan.kv_bytes_per_token if used else None
 
 
 def cost_per_million_tokens(figures: FleetFigures, plan: PlanNow | None) -> float | None:
@@ -179,6 +204,7 @@ def compare(figures: FleetFigures, plan: PlanNow) -> tuple[Comparison, ...]:
     serving = _serving(figures)
     carried = max(serving - plan.redundancy, 0) * plan.rps_per_replica
     headroom = None if rps is None or plan.planned_capacity_rps <= 0 else 1 - rps / plan.planned_capacity_rps
+    kv_used = _kv_used_bytes(figures, plan)
     rows = [
         Comparison("load/capacity", plan.planned_capacity_rps, rps, "rps", _status_at_most(rps, plan.planned_capacity_rps),
                    f"{plan.replicas_scheduled} x {plan.rps_per_replica:g} req/s scheduled at {plan.hour:02d}:00"),
@@ -190,9 +216,9 @@ def compare(figures: FleetFigures, plan: PlanNow) -> tuple[Comparison, ...]:
         Comparison(f"N+{plan.redundancy}", carried, rps, "rps",
                    "unknown" if rps is None else ("warning" if rps > carried else "ok"),
                    f"capacity with {plan.redundancy} replica lost"),
-        Comparison("KV fullest", plan.kv_budget_bytes, _kv_used_bytes(figures, plan), "bytes",
-                   _status_at_most(_kv_used_bytes(figures, plan), plan.kv_budget_bytes, 0.9),
-                   "used vs plan's budget per replica"),
+        Comparison("KV fullest", plan.kv_budget_bytes, kv_used, "bytes",
+                   _status_at_most(kv_used, plan.kv_budget_bytes, 0.9),
+                   "fullest engine's KV in use vs plan's budget per replica (one engine)"),
         Comparison("TTFT p95", plan.ttft_p95_target_seconds, fleet.ttft_p95_seconds, "seconds",
                    _status_at_most(fleet.ttft_p95_seconds, plan.ttft_p95_target_seconds)),
         Comparison("TPOT p95", plan.tpot_p95_target_seconds, fleet.tpot_p95_seconds, "seconds",

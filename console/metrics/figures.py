@@ -25,7 +25,10 @@ class Figures:
     waiting: float | None = None
     kv_usage: float | None = None  # max over engines
     kv_usage_by_engine: dict[str, float] = field(default_factory=dict)
-    kv_capacity_tokens: float | None = None
+    kv_capacity_tokens: float | None = None  # summed over engines
+    # Per engine label, from cache_config_info; empty when unknown, and on fleet totals,
+    # where the engine labels of different replicas would collide.
+    kv_capacity_tokens_by_engine: dict[str, float] = field(default_factory=dict)
     preemptions_per_second: float | None = None
     prefix_hit_share: float | None = None
     ttft_p50_seconds: float | None = None

@@ -7,7 +7,7 @@ newest present is read, so nothing is counted twice and a deprecated name that
 reads 0 never hides the live one.
 
 Data-parallel servers report one series per `engine`: counters and histograms are
-summed across engines, running and waiting are summed, KV usage is kept per engine.
+summed across engines, running and waiting are summed, KV usage and capacity are kept per engine.
 """
 
 from __future__ import annotations
@@ -97,7 +97,8 @@ class ReplicaSample:
     running: float | None = None
     waiting: float | None = None
     kv_usage_by_engine: Mapping[str, float] = field(default_factory=dict)
-    kv_capacity_tokens: float | None = None
+    kv_capacity_tokens: float | None = None  # summed over engines
+    kv_capacity_tokens_by_engine: Mapping[str, float] = field(default_factory=dict)
     histograms: Mapping[str, Histogram] = field(default_factory=dict)
     start_time: float | None = None  # process start, or counter creation time: changes on restart
     wire_names: Mapping[str, str] = field(default_factory=dict)  # canonical -> name the server used
@@ -112,20 +113,36 @@ def _number(text: str | None) -> float | None:
     return value if value is not None and math.isfinite(value) and value >= 0 else None
 
 
+def _config_tokens(labels: Mapping[str, str]) -> float | None:
+    """KV tokens of one engine from its `cache_config_info` labels, None when it lacks them."""
+    tokens = _number(labels.get("kv_cache_size_tokens"))  # 0.33+, right for hybrid models
+    if tokens is None:
+        blocks, size = _number(labels.get("num_gpu_blocks")), _number(labels.get("block_size"))
+        tokens = blocks * size if blocks is not None and size is not None else None
+    return tokens
+
+
+def _config_by_engine(config_labels: Iterable[Mapping[str, str]]) -> dict[str, float | None]:
+    # One label set per engine: the first counts (multiprocess mode may repeat it per writer).
+    by_engine: dict[str, float | None] = {}
+    for labels in config_labels:
+        engine = labels.get("engine") or "0"
+        if engine not in by_engine:
+            by_engine[engine] = _config_tokens(labels)
+    return by_engine
+
+
+def kv_capacity_tokens_by_engine(config_labels: Iterable[Mapping[str, str]]) -> dict[str, float]:
+    """KV tokens per `engine` label from `cache_config_info` labels; engines lacking it are left out."""
+    return {engine: tokens for engine, tokens in _config_by_engine(config_labels).items() if tokens is not None}
+
+
 def kv_capacity_tokens(config_labels: Iterable[Mapping[str, str]]) -> float | None:
     """Total KV tokens over engines from `cache_config_info` labels; None when any engine lacks it."""
-    total = 0.0
-    seen = False
-    for labels in config_labels:
-        tokens = _number(labels.get("kv_cache_size_tokens"))  # 0.33+, right for hybrid models
-        if tokens is None:
-            blocks, size = _number(labels.get("num_gpu_blocks")), _number(labels.get("block_size"))
-            if blocks is None or size is None:
-                return None
-            tokens = blocks * size
-        total += tokens
-        seen = True
-    return total if seen else None
+    by_engine = _config_by_engine(config_labels)
+    if not by_engine or any(tokens is None for tokens in by_engine.values()):
+        return None
+    return sum(tokens for tokens in by_engine.values() if tokens is not None)
 
 
 def sample_from_page(page: Page, at: float) -> ReplicaSample:
@@ -179,7 +196,7 @@ def sample_from_samples(samples: Iterable[Sample], at: float) -> ReplicaSample:
                 reasons[reason] = reasons.get(reason, 0.0) + value
         elif value == value:  # a NaN gauge is unknown, not a number
             per_engine = gauges.setdefault(key, {})
-            engine = labels.get("engine", "0")
+            engine = labels.get("engine") or "0"
             # Multiprocess "all" mode adds a `pid` label: one engine, several writers; keep the max.
             per_engine[engine] = max(value, per_engine.get(engine, value))
 
@@ -213,6 +230,7 @@ def sample_from_samples(samples: Iterable[Sample], at: float) -> ReplicaSample:
         waiting=summed("waiting"),
         kv_usage_by_engine=dict(gauge_values.get("kv_usage", {})),
         kv_capacity_tokens=kv_capacity_tokens(config_labels),
+        kv_capacity_tokens_by_engine=kv_capacity_tokens_by_engine(config_labels),
         histograms=histograms,
         start_time=process_start if process_start is not None else (min(created) if created else None),
         wire_names={canonical: CANONICAL[canonical][rank] for canonical, rank in chosen.items()},

@@ -202,6 +202,7 @@ def _gauge_figures(sample: ReplicaSample | None) -> dict:
         "kv_usage": max(kv.values()) if kv else None,
         "kv_usage_by_engine": kv,
         "kv_capacity_tokens": sample.kv_capacity_tokens,
+        "kv_capacity_tokens_by_engine": dict(sample.kv_capacity_tokens_by_engine),
     }
 
 

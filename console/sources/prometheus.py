@@ -29,7 +29,7 @@ import urllib3
 from urllib3.util.retry import Retry
 
 from console.metrics.figures import Figures, FleetFigures, ReplicaState
-from console.metrics.vllm import kv_capacity_tokens
+from console.metrics.vllm import kv_capacity_tokens, kv_capacity_tokens_by_engine
 from console.metrics.window import QUANTILE_FIGURES, RATE_FIGURES
 from console.sources import promql
 
@@ -199,7 +199,7 @@ def figures_from_answers(answers: Mapping[str, list[dict]], window_seconds: floa
     running = _per_instance(gauges.get("running", []))
     waiting = _per_instance(gauges.get("waiting", []))
     quantile_by = {figure: _per_instance(rows) for figure, rows in quantiles.items()}
-    capacity = _capacity_by_instance(answers.get("cache_config", []))
+    engine_configs = _engine_configs_by_instance(answers.get("cache_config", []))
 
     replicas = []
     for instance in sorted(up_by_instance):
@@ -211,6 +211,7 @@ def figures_from_answers(answers: Mapping[str, list[dict]], window_seconds: floa
         for name, canonical in promql.MEAN_FIGURES:
             values[name] = _ratio(rate_by.get(canonical + "_sum", {}).get(instance), rate_by.get(canonical + "_count", {}).get(instance))
         kv = kv_by.get(instance, {})
+        configs = list(engine_configs.get(instance, {}).values())
         replicas.append(
             Figures(
                 name=instance,
@@ -222,7 +223,8 @@ def figures_from_answers(answers: Mapping[str, list[dict]], window_seconds: floa
                 waiting=waiting.get(instance),
                 kv_usage=max(kv.values()) if kv else None,
                 kv_usage_by_engine=kv,
-                kv_capacity_tokens=capacity.get(instance),
+                kv_capacity_tokens=kv_capacity_tokens(configs),
+                kv_capacity_tokens_by_engine=kv_capacity_tokens_by_engine(configs),
                 prefix_hit_share=_ratio(rate_by.get("prefix_cache_hits", {}).get(instance), rate_by.get("prefix_cache_queries", {}).get(instance)),
                 data_age_seconds=age,
                 **values,
@@ -241,14 +243,14 @@ def _state(up: float | None, age: float | None, window_seconds: float, reset: bo
     return "up", ""
 
 
-def _capacity_by_instance(results: list[dict]) -> dict[str, float | None]:
-    """KV capacity in tokens per instance from `cache_config_info` labels (one set per engine)."""
+def _engine_configs_by_instance(results: list[dict]) -> dict[str, dict[str, Mapping[str, str]]]:
+    """`cache_config_info` label sets by instance, then engine: KV capacity comes from them."""
     per_engine: dict[str, dict[str, Mapping[str, str]]] = {}
     for result in results:
         labels = result.get("metric", {})
         # Both spellings of the family may be present: one label set per (instance, engine).
-        per_engine.setdefault(labels.get("instance", ""), {}).setdefault(labels.get("engine", "0"), labels)
-    return {instance: kv_capacity_tokens(engines.values()) for instance, engines in per_engine.items()}
+        per_engine.setdefault(labels.get("instance", ""), {}).setdefault(labels.get("engine") or "0", labels)
+    return per_engine
 
 
 def _fleet(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from console.fleet.flags import Thresholds
@@ -15,7 +17,13 @@ from console.fleet.view import (
     parse_filter,
     sort_rows,
 )
-from tests.fleet.builders import fleet, plan_now, replica
+from console.metrics.exposition import parse
+from console.metrics.figures import Figures
+from console.metrics.vllm import sample_from_page
+from console.metrics.window import replica_figures
+from tests.fleet.builders import PLAN_NOW, fleet, plan_now, replica
+from tests.metrics.pages import V032_SMALL_KV, data_parallel, relabel, sample_text
+from tests.metrics.pages import advance as advance_page
 
 
 def comparisons(view) -> dict:
@@ -145,3 +153,51 @@ def test_filter_on_any_column(text, keys):
 def test_bad_filters_say_what_was_expected(text, message):
     with pytest.raises(FilterError, match=message):
         parse_filter(text)
+
+
+# --- KV fullest on data-parallel servers -----------------------------------
+
+KV_BYTES_PER_TOKEN = PLAN_NOW.kv_bytes_per_token  # 320 KiB
+ENGINE_TOKENS = 14_000 * 16.0  # 14,000 blocks of 16 tokens per engine
+
+
+def data_parallel_replica(name: str, usages: tuple[float, ...], blocks: str = "14000") -> Figures:
+    """A replica read from the real vLLM page as a data-parallel server with one engine per usage."""
+    text = data_parallel(sample_text(V032_SMALL_KV), len(usages))
+    text = relabel(text, "vllm:cache_config_info", kv_cache_size_tokens="None", num_gpu_blocks=blocks, block_size="16")
+    for engine, usage in enumerate(usages):
+        text = advance_page(text, gauges={"vllm:kv_cache_usage_perc": usage}, where=f'engine="{engine}"')
+    return replica_figures(None, sample_from_page(parse(text), 1000.0), name, f"http://127.0.0.1:8000/{name}")
+
+
+def without_engine_capacity(figures: Figures) -> Figures:
+    """As a source that knows the replica's total KV capacity but not each engine's."""
+    return dataclasses.replace(figures, kv_capacity_tokens_by_engine={})
+
+
+# Built inside the test: a missing shared sample then skips the case, not the module.
+KV_FULLEST_CASES = [
+    # The reported page: engines at 0.6 and 0.1 of 224k tokens each; 88.1 GB summed over engines, 44.0 GB really.
+    pytest.param(lambda: [data_parallel_replica("dp", (0.6, 0.1))], 0.6 * ENGINE_TOKENS, "ok", id="fullest engine, not the server"),
+    pytest.param(lambda: [data_parallel_replica("dp", (0.1, 0.95))], 0.95 * ENGINE_TOKENS, "warning", id="second engine fullest"),
+    pytest.param(lambda: [without_engine_capacity(data_parallel_replica("dp", (0.6, 0.1)))], 0.6 * ENGINE_TOKENS, "ok",
+                 id="no per-engine capacity: total shared over engines"),
+    pytest.param(lambda: [data_parallel_replica("a", (0.2, 0.1)), data_parallel_replica("b", (0.3, 1.0), blocks="16000")],
+                 1.0 * 16_000 * 16, "critical", id="fullest engine of any replica"),
+    pytest.param(lambda: [replica("single", kv_usage=0.5, kv_capacity_tokens=ENGINE_TOKENS)], 0.5 * ENGINE_TOKENS, "ok",
+                 id="one engine, usage without engine breakdown"),
+    pytest.param(lambda: [replica("partial", kv_usage=0.6, kv_usage_by_engine={"0": 0.1, "1": 0.6},
+                                  kv_capacity_tokens_by_engine={"0": ENGINE_TOKENS})], 0.6 * ENGINE_TOKENS, "ok",
+                 id="engine without capacity takes its sibling's"),
+    pytest.param(lambda: [replica("blind", kv_usage=0.6)], None, "unknown", id="no capacity at all"),
+]
+
+
+@pytest.mark.parametrize("replicas,used_tokens,status", KV_FULLEST_CASES)
+def test_kv_fullest_compares_one_engine_with_the_plans_replica_budget(replicas, used_tokens, status):
+    view = advance(None, "dp", fleet(*replicas()), plan_now(), now=1003.0)
+    row = comparisons(view)["KV fullest"]
+    expected = None if used_tokens is None else pytest.approx(used_tokens * KV_BYTES_PER_TOKEN)
+    assert row.planned == 74e9
+    assert row.actual == expected
+    assert row.status == status

@@ -74,3 +74,30 @@ def advance(
         return f"{match['series']} {value!r}"
 
     return _LINE.sub(change, text)
+
+
+def data_parallel(text: str, engines: int) -> str:
+    """The page a data-parallel server with `engines` engines shows: every engine-0 series repeated per engine."""
+    lines = []
+    for line in text.splitlines():
+        lines.append(line)
+        if not line.startswith("#") and 'engine="0"' in line:
+            lines.extend(line.replace('engine="0"', f'engine="{engine}"') for engine in range(1, engines))
+    return "\n".join(lines) + "\n"
+
+
+def relabel(text: str, family: str, where: str = "", **labels: str) -> str:
+    """The page with label values of `family`'s series set (the label added if absent), where the label text contains `where`."""
+
+    def change(match: re.Match) -> str:
+        if match["name"] != family or where not in (match["labels"] or ""):
+            return match[0]
+        current = match["labels"] or ""
+        for key, value in labels.items():
+            pair = f'{key}="{value}"'
+            current, found = re.subn(rf'(?<![\w]){key}="[^"]*"', pair, current)
+            if not found:
+                current = f"{current},{pair}" if current else pair
+        return f"{family}{{{current}}} {match['value']}"
+
+    return _LINE.sub(change, text)

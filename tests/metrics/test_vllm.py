@@ -7,7 +7,7 @@ import pytest
 from console.metrics.exposition import ParseError, parse
 from console.metrics.vllm import CANONICAL, FAMILIES, HISTOGRAMS, restarted, sample_from_page
 
-from .pages import V010, V032_IDLE, V032_SMALL_KV, V08_CACHE_CONFIG, V08_MODEL_NAME_ONLY, advance, sample_text
+from .pages import V010, V032_IDLE, V032_SMALL_KV, V08_CACHE_CONFIG, V08_MODEL_NAME_ONLY, advance, data_parallel, relabel, sample_text
 
 
 def sample_of(text: str, at: float = 100.0):
@@ -195,6 +195,47 @@ def test_multiprocess_pid_label_on_kv_keeps_the_max_per_engine():
 def test_kv_capacity_from_cache_config_info(labels, expected):
     text = f'vllm:num_requests_running 0\nvllm:cache_config_info{{{labels}}} 1.0\n'
     assert sample_of(text).kv_capacity_tokens == expected
+
+
+CONFIG = "vllm:cache_config_info"
+BEFORE_033 = {"kv_cache_size_tokens": "None", "num_gpu_blocks": "14000", "block_size": "16"}  # blocks x block size
+
+
+def two_engine_page(engine0: dict[str, str], engine1: dict[str, str]) -> str:
+    """The real 0.32 page as a two-engine data-parallel server, each engine's cache config relabelled."""
+    text = data_parallel(sample_text(V032_SMALL_KV), 2)
+    text = relabel(text, CONFIG, 'engine="0"', **engine0)
+    return relabel(text, CONFIG, 'engine="1"', **engine1)
+
+
+@pytest.mark.parametrize(
+    "engine0,engine1,by_engine,total",
+    [
+        pytest.param(BEFORE_033, BEFORE_033, {"0": 224_000.0, "1": 224_000.0}, 448_000.0, id="equal engines"),
+        pytest.param({}, {"kv_cache_size_tokens": "4096"}, {"0": 2048.0, "1": 4096.0}, 6144.0, id="kept apart per engine label"),
+        pytest.param(BEFORE_033, {**BEFORE_033, "num_gpu_blocks": "None"}, {"0": 224_000.0}, None, id="one engine without a figure"),
+    ],
+)
+def test_kv_capacity_is_kept_per_engine(engine0, engine1, by_engine, total):
+    sample = sample_of(two_engine_page(engine0, engine1))
+    assert dict(sample.kv_capacity_tokens_by_engine) == by_engine
+    assert sample.kv_capacity_tokens == total
+
+
+def test_kv_capacity_of_a_single_engine_page_is_keyed_by_its_engine():
+    assert dict(sample_of(sample_text(V032_SMALL_KV)).kv_capacity_tokens_by_engine) == {"0": 2048.0}
+    # No engine label (before 0.9): the one engine is "0", as for KV usage.
+    text = 'vllm:num_requests_running 0\nvllm:cache_config_info{block_size="16",num_gpu_blocks="1000"} 1.0\n'
+    assert dict(sample_of(text).kv_capacity_tokens_by_engine) == {"0": 16000.0}
+
+
+def test_cache_config_repeated_for_one_engine_counts_once():
+    # Multiprocess mode may write one series per process (a `pid` label) for the same engine.
+    line = next(l for l in sample_text(V032_SMALL_KV).splitlines() if l.startswith(CONFIG + "{"))
+    text = "\n".join([line.replace("{", '{pid="11",', 1), line.replace("{", '{pid="12",', 1), 'vllm:num_requests_running{engine="0"} 0', ""])
+    sample = sample_of(text)
+    assert dict(sample.kv_capacity_tokens_by_engine) == {"0": 2048.0}
+    assert sample.kv_capacity_tokens == 2048.0
 
 
 def test_restart_detection():

@@ -11,7 +11,7 @@ from console.metrics.figures import Figures
 from console.metrics.vllm import sample_from_page
 from console.metrics.window import fleet_figures, histogram_quantile, replica_figures
 
-from .pages import V032_IDLE, V032_SMALL_KV, advance, sample_text
+from .pages import V032_IDLE, V032_SMALL_KV, advance, data_parallel, relabel, sample_text
 
 INF = math.inf
 
@@ -188,3 +188,38 @@ def test_fleet_leaves_out_replicas_that_did_not_answer_and_says_so():
 def test_fleet_of_nothing_answering_is_down_and_unknown():
     fleet = fleet_figures([], [Figures(name="a", url="u", state="timeout")])
     assert fleet.state == "down" and fleet.running is None and fleet.requests_per_second is None
+
+
+def two_engine_text(usage0: float, usage1: float, blocks0: str = "14000", blocks1: str = "14000") -> str:
+    """The real page as a two-engine data-parallel server: blocks of 16 tokens per engine, KV usage set per engine."""
+    text = data_parallel(base_text(), 2)
+    for engine, usage, blocks in (("0", usage0, blocks0), ("1", usage1, blocks1)):
+        where = f'engine="{engine}"'
+        text = relabel(text, "vllm:cache_config_info", where, kv_cache_size_tokens="None", num_gpu_blocks=blocks, block_size="16")
+        text = advance(text, gauges={"vllm:kv_cache_usage_perc": usage}, where=where)
+    return text
+
+
+@pytest.mark.parametrize(
+    "usages,blocks,by_engine,total",
+    [
+        pytest.param((0.6, 0.1), ("14000", "14000"), {"0": 224_000.0, "1": 224_000.0}, 448_000.0, id="equal engines"),
+        pytest.param((0.1, 0.6), ("2000", "14000"), {"0": 32_000.0, "1": 224_000.0}, 256_000.0, id="unequal engines"),
+        pytest.param((0.1, 0.6), ("14000", "None"), {"0": 224_000.0}, None, id="one engine unknown"),
+    ],
+)
+def test_replica_figures_keep_kv_per_engine(usages, blocks, by_engine, total):
+    f = replica_figures(None, sample_at(two_engine_text(*usages, *blocks), 10.0), "r", "u")
+    assert f.kv_usage_by_engine == {"0": usages[0], "1": usages[1]} and f.kv_usage == max(usages)
+    assert f.kv_capacity_tokens_by_engine == by_engine
+    assert f.kv_capacity_tokens == total
+
+
+def test_fleet_sums_kv_capacity_but_keeps_no_engine_breakdown():
+    # Engine "0" of one replica is not engine "0" of another: the fleet keeps only the total.
+    texts = [two_engine_text(0.6, 0.1), two_engine_text(0.2, 0.3, "2000", "2000")]
+    pairs = [(None, sample_at(text, 10.0)) for text in texts]
+    replicas = [replica_figures(o, n, name, "u") for (o, n), name in zip(pairs, ("a", "b"))]
+    fleet = fleet_figures(pairs, replicas)
+    assert fleet.kv_capacity_tokens == 448_000.0 + 64_000.0 and fleet.kv_usage == 0.6
+    assert fleet.kv_capacity_tokens_by_engine == {}

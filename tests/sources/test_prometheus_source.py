@@ -65,6 +65,7 @@ def test_answers_become_per_replica_and_fleet_figures():
     assert first.kv_usage == 0.8 and first.kv_usage_by_engine == {"0": 0.5, "1": 0.8}
     assert second.kv_usage == 0.5
     assert first.kv_capacity_tokens == 2 * 16 * 1000  # both engines
+    assert first.kv_capacity_tokens_by_engine == {"0": 16 * 1000, "1": 16 * 1000}
     assert first.prefix_hit_share == 0.25
     assert first.mean_input_tokens == 100.0 and first.mean_output_tokens == 300.0
     assert first.ttft_p95_seconds == 0.25 and second.ttft_p95_seconds == 0.5
@@ -78,9 +79,42 @@ def test_answers_become_per_replica_and_fleet_figures():
     assert fleet.requests_per_second_by_reason == {"length": 3.0, "stop": 1.0}
     assert fleet.running == 8 and fleet.waiting == 7 and fleet.kv_usage == 0.8
     assert fleet.kv_capacity_tokens == 4 * 16 * 1000
+    assert fleet.kv_capacity_tokens_by_engine == {}  # engine labels of different replicas would collide
     assert fleet.ttft_p95_seconds == 0.4  # from merged buckets, not the mean of 0.25 and 0.5
     assert fleet.itl_p95_seconds is None
     assert fleet.mean_output_tokens == 300.0 and fleet.prefix_hit_share == 0.25
+
+
+def config_row(instance: str, **labels: str) -> dict:
+    return {"metric": {"__name__": "vllm:cache_config_info", "instance": instance, **labels}, "value": [NOW, "1"]}
+
+
+@pytest.mark.parametrize(
+    "config,by_engine,total",
+    [
+        pytest.param(
+            [config_row(A, engine="0", block_size="16", num_gpu_blocks="14000"), config_row(A, engine="1", block_size="16", num_gpu_blocks="2000")],
+            {"0": 224_000.0, "1": 32_000.0}, 256_000.0, id="per engine label",
+        ),
+        pytest.param(
+            # Two series for the same engine (e.g. scraped by two jobs): counted once.
+            [config_row(A, engine="0", kv_cache_size_tokens="2048"), config_row(A, engine="0", kv_cache_size_tokens="2048", job="other")],
+            {"0": 2048.0}, 2048.0, id="one engine twice",
+        ),
+        pytest.param([config_row(A, block_size="16", num_gpu_blocks="1000")], {"0": 16_000.0}, 16_000.0, id="no engine label"),
+        pytest.param(
+            [config_row(A, engine="0", block_size="16", num_gpu_blocks="1000"), config_row(A, engine="1", block_size="16", num_gpu_blocks="None")],
+            {"0": 16_000.0}, None, id="one engine without a figure",
+        ),
+        pytest.param([], {}, None, id="no cache_config_info"),
+    ],
+)
+def test_kv_capacity_per_engine_from_cache_config_info(config, by_engine, total):
+    answers = answers_for([A])
+    answers["cache_config"] = config
+    (replica,) = figures_from_answers(answers, 60.0, NOW).replicas
+    assert replica.kv_capacity_tokens_by_engine == by_engine
+    assert replica.kv_capacity_tokens == total
 
 
 def test_replica_states_from_up_timestamps_and_resets():
