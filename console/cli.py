@@ -12,8 +12,15 @@ from console.errors import UserError
 VERBS = ("plan", "watch", "demo", "sim")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Argument errors in one line, pointing at --help, instead of the whole usage block first."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="capcon",
         description=(
             "capcon: a terminal console for self-hosted vLLM fleets. It sizes a fleet from a "
@@ -21,16 +28,20 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog="Run `capcon VERB --help` for the options of one verb.",
     )
-    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True, parser_class=OneLineParser)
+    parser.verb_parsers = {}
     for verb in VERBS:
         module = importlib.import_module(f"console.commands.{verb}")
-        module.add_parser(sub)
+        parser.verb_parsers[verb] = module.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # Named by the verb's parser, so the line points at `capcon VERB --help`, where the options are.
+        parser.verb_parsers[args.verb].error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args.run(args) or 0)
     except UserError as error:

@@ -35,7 +35,7 @@ DEMO_WINDOW_SECONDS = 20.0
 
 
 def add_parser(sub):
-    from console.commands.sim import _positive, _week_time
+    from console.commands.sim import MAX_REPLICAS, _positive, _replica_count, _week_time
 
     parser = sub.add_parser(
         "demo",
@@ -45,17 +45,17 @@ def add_parser(sub):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--plan", metavar="FILE", help="simulate this plan instead of the built-in demo plan")
-    parser.add_argument("--replicas", type=_positive(int), default=DEMO_REPLICAS, help=f"simulated replicas (default {DEMO_REPLICAS})")
+    parser.add_argument("--replicas", type=_replica_count, default=DEMO_REPLICAS, help=f"simulated replicas, 1 to {MAX_REPLICAS} (default {DEMO_REPLICAS})")
     parser.add_argument(
         "--time-scale", type=_positive(float), default=DEMO_TIME_SCALE,
         help=f"simulated seconds of the plan's week per real second (default {DEMO_TIME_SCALE:g}: a day in 5 minutes)",
     )
     parser.add_argument("--start", type=_week_time, default=_week_time("mon 07:00"), metavar="'DAY HH:MM'", help="where in the week the traffic starts (default 'mon 07:00', before the morning ramp)")
     parser.add_argument("--seed", type=int, default=1, help="random seed of the traffic (default 1)")
-    parser.add_argument("--interval", type=_positive(float), default=1.0, metavar="S", help="seconds between refreshes (default 1)")
+    parser.add_argument("--interval", type=_positive(float), default=1.0, metavar="S", help="seconds between refreshes (default 1, at least 1)")
     parser.add_argument("--window", type=_positive(float), default=DEMO_WINDOW_SECONDS, metavar="S", help=f"seconds the rates and percentiles cover (default {DEMO_WINDOW_SECONDS:g})")
     parser.add_argument("--read-only", action="store_true", help="dim the keys that change the fleet (spike, fault)")
-    parser.add_argument("--theme", default=None, help="Textual theme (default ansi-dark: the terminal's own colours)")
+    parser.add_argument("--theme", default=None, metavar="NAME", help="Textual theme (default ansi-dark: the terminal's own colours)")
     parser.set_defaults(run=run)
     return parser
 
@@ -65,8 +65,11 @@ def demo_plan_path() -> str:
 
 
 def run(args) -> int:
+    from console.commands.watch import check_console_interval, check_theme
     from console.plan.schema import load_plan
 
+    check_console_interval(args.interval)
+    check_theme(args.theme)
     if args.window < args.interval:
         raise UserError(f"--window {args.window:g}: shorter than --interval {args.interval:g}; expected a window of at least the interval")
     plan = load_plan(args.plan or demo_plan_path())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import math
 import signal
 import sys
@@ -28,7 +29,8 @@ and input and output lengths drawn from the plan's distributions.
 """
 
 EPILOG = """\
-exit status: 0 stopped by Ctrl+C or SIGTERM; 2 the plan is invalid or a port is taken.
+exit status: 0 stopped by Ctrl+C or SIGTERM (also while starting); 2 the plan is invalid, a port is
+taken or the fleet could not start (every server already started is closed first).
 examples:
   capcon sim plans/internal-assistant-18rps.yaml --replicas 5
   capcon sim plans/assistant-70b.yaml --replicas 2 --port 8001 --time-scale 60
@@ -46,6 +48,18 @@ def _positive(kind):
         return value
 
     return parse
+
+
+# One server per replica, each with its own engine, on one machine: beyond this a simulation
+# only exhausts file descriptors and CPU. Real fleets of more replicas run one sim per host.
+MAX_REPLICAS = 256
+
+
+def _replica_count(text: str) -> int:
+    value = _positive(int)(text)
+    if value > MAX_REPLICAS:
+        raise argparse.ArgumentTypeError(f"{text!r}: at most {MAX_REPLICAS} replicas on one machine")
+    return value
 
 
 def _week_time(text: str) -> float:
@@ -70,8 +84,8 @@ def add_parser(sub):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("plan", metavar="PLAN", help="plan file (YAML), e.g. plans/internal-assistant-18rps.yaml")
-    parser.add_argument("--replicas", type=_positive(int), metavar="N",
-                        help="replicas to start (default: the plan's replicas for the peak plus redundancy)")
+    parser.add_argument("--replicas", type=_replica_count, metavar="N",
+                        help=f"replicas to start, 1 to {MAX_REPLICAS} (default: the plan's replicas for the peak plus redundancy)")
     parser.add_argument("--rps-scale", type=_positive(float), default=1.0, metavar="X",
                         help="multiply the plan's arrival rates by X (default 1: the plan's fleet-wide traffic)")
     parser.add_argument("--time-scale", type=_positive(float), default=288.0, metavar="X",
@@ -109,9 +123,16 @@ async def _serve(args, plan, replicas: int) -> None:
     fleet = SimFleet(plan, replicas, base_port=args.port, speed=args.time_scale, seed=args.seed,
                      rps_scale=args.rps_scale, traffic=args.traffic, start_week_seconds=args.start)
     try:
-        await fleet.__aenter__()
-    except OSError as error:
-        raise UserError(f"--port {args.port}: {error}; choose another port or leave --port out") from None
+        if await _start(fleet, stop, args, replicas):
+            await _run_until_stopped(fleet, stop, args, plan, replicas)
+        else:
+            print("stopped while starting: every replica started so far closed its port.", flush=True)
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+
+async def _run_until_stopped(fleet, stop: asyncio.Event, args, plan, replicas: int) -> None:
     try:
         print(f"simulated fleet of plan {plan.name!r}: {replicas} replica(s) of {plan.model.name} "
               f"on {fleet.shape.tensor_parallel} x {plan.gpu.name}, traffic {args.traffic}")
@@ -130,9 +151,40 @@ async def _serve(args, plan, replicas: int) -> None:
                 print(_status_line(fleet.status()), flush=True)
     finally:
         await fleet.close()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
     print("stopped: every replica closed its port.", flush=True)
+
+
+async def _start(fleet, stop: asyncio.Event, args, replicas: int) -> bool:
+    """Start the fleet, unless Ctrl+C or SIGTERM comes first: then False, with nothing left open.
+
+    Any failure to start closes the servers already started and is a UserError (exit 2).
+    """
+    starting = asyncio.create_task(fleet.__aenter__(), name="sim-start")
+    stopped = asyncio.create_task(stop.wait(), name="sim-stop-while-starting")
+    try:
+        await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if not starting.done():
+        starting.cancel()  # SimFleet.__aenter__ closes what it opened when cancelled
+        try:
+            await starting
+        except asyncio.CancelledError:
+            pass
+        await fleet.close()
+        return False
+    error = starting.exception()
+    if error is None:
+        return True
+    await fleet.close()
+    if (isinstance(error, OSError) and error.errno == errno.EMFILE) or "Too many open files" in str(error):
+        raise UserError(f"--replicas {replicas}: too many open files for this many servers; "
+                        f"expected fewer replicas, or a higher open-file limit (ulimit -n)") from None
+    if isinstance(error, OSError) and args.port:
+        raise UserError(f"--port {args.port}: {error}; choose another port or leave --port out") from None
+    if isinstance(error, (OSError, ValueError)):
+        raise UserError(f"the simulated fleet could not start: {error}") from None
+    raise error
 
 
 def run(args) -> int:
@@ -142,6 +194,9 @@ def run(args) -> int:
     if not plan.workloads:
         raise UserError(f"{args.plan}: the plan has no workloads to simulate")
     replicas = args.replicas or size(plan).replicas_with_redundancy
+    if replicas > MAX_REPLICAS:
+        raise UserError(f"{args.plan}: the plan needs {replicas} replicas; at most {MAX_REPLICAS} run on one machine, "
+                        f"expected --replicas N (N <= {MAX_REPLICAS}) with --rps-scale to match")
     if args.port and args.port + replicas - 1 > 65535:
         raise UserError(f"--port {args.port}: {replicas} replicas need ports up to {args.port + replicas - 1}")
     try:

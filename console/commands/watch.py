@@ -12,6 +12,7 @@ import json
 import math
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 from console.errors import UserError
 from console.fleet import format as fmt
@@ -41,7 +42,8 @@ JSON_FIELDS = (
     "mean_output_tokens",
 )
 ANSWERED = ("up", "restarted", "stale")
-MIN_INTERVAL = 0.2
+MIN_INTERVAL = 0.2  # --once: two samples this far apart still give rates
+MIN_CONSOLE_INTERVAL = 1.0  # the console: a faster refresh only burns the bastion's CPU
 
 
 def add_parser(sub):
@@ -68,22 +70,43 @@ def add_parser(sub):
     parser.add_argument("--source", choices=("scrape", "prometheus"), default=None, help="scrape replicas directly (default) or query Prometheus")
     parser.add_argument("--prometheus", metavar="URL", help="Prometheus (or Thanos, Mimir) base URL, for --source prometheus")
     parser.add_argument("--selector", default=None, metavar="SEL", help='PromQL label matchers choosing the fleet, e.g. \'job="vllm"\'')
-    parser.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between refreshes (default 2)")
+    parser.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between refreshes (default 2; at least 0.2 with --once, 1 in the console)")
     parser.add_argument("--window", type=float, default=None, metavar="S", help="seconds the rates and percentiles cover (default 60; with --once and scrape, the span of the two samples)")
-    parser.add_argument("--once", action="store_true", help="take two samples --interval apart, print the table and exit")
-    parser.add_argument("--json", action="store_true", help="with --once: print one JSON object instead of the table")
+    parser.add_argument("--once", action="store_true", help="take two samples --interval apart, print the table and exit; with several plans one table per plan's fleet")
+    parser.add_argument("--json", action="store_true", help='with --once: print one JSON object instead of the table; with several plans {"fleets": [one object per plan]}')
     parser.add_argument("--timeout", type=float, default=None, metavar="S", help="per-target (or per-query) timeout in seconds (default: the interval, at most 5)")
     parser.add_argument("--token-env", metavar="VAR", help="send a bearer token read from this environment variable")
     parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
     parser.add_argument("--read-only", action="store_true", help="console: dim every key that changes the fleet")
-    parser.add_argument("--theme", default=None, help="console: Textual theme (default ansi-dark, the terminal's own 16 colours)")
+    parser.add_argument("--theme", default=None, metavar="NAME", help="console: Textual theme (default ansi-dark, the terminal's own 16 colours); with --once it is still checked")
     parser.set_defaults(run=run)
     return parser
+
+
+def check_theme(name: str | None) -> None:
+    """A theme Textual does not know is a bad argument, found before any fleet or server starts."""
+    if name is None:
+        return
+    from textual.theme import BUILTIN_THEMES  # noqa: PLC0415 - keeps `capcon --help` light
+
+    if name not in BUILTIN_THEMES:
+        raise UserError(f"--theme {name!r}: unknown theme; expected one of {', '.join(sorted(BUILTIN_THEMES))}")
+
+
+def check_console_interval(interval: float) -> None:
+    if interval < MIN_CONSOLE_INTERVAL:
+        raise UserError(
+            f"--interval {interval:g}: the console refreshes at most once a second; "
+            f"expected at least {MIN_CONSOLE_INTERVAL:g} (0.2 is allowed only with --once)"
+        )
 
 
 def _check(args) -> None:
     if not math.isfinite(args.interval) or args.interval < MIN_INTERVAL:
         raise UserError(f"--interval {args.interval:g}: expected at least {MIN_INTERVAL:g} seconds")
+    if not args.once:
+        check_console_interval(args.interval)
+    check_theme(args.theme)
     if args.window is not None and (not math.isfinite(args.window) or args.window <= 0):
         raise UserError(f"--window {args.window:g}: expected a positive number of seconds")
     if args.window is not None and args.window < args.interval:
@@ -166,8 +189,9 @@ def build_source(args, plans):
 def run(args) -> int:
     _check(args)
     plan, plans = _load_plans(args.plan)
-    if len(plans) > 1 and not args.once:
-        return _console_for_fleets(args, plans)
+    if len(plans) > 1:
+        _check_fleets(args, plans)
+        return _once_for_fleets(args, plans) if args.once else _console_for_fleets(args, plans)
     source = build_source(args, plans)
     watcher = Watcher(source, _window_seconds(args, source_kind(args, plans)), plan=plan, interval_seconds=args.interval)
     if args.once:
@@ -182,17 +206,52 @@ def run(args) -> int:
     return int(open_console(args, watcher) or 0)
 
 
-def _console_for_fleets(args, plans) -> int:
-    """Several plans: one fleet each, from its own fleet section, with an overview screen."""
+def _check_fleets(args, plans) -> None:
+    """Several plans: each names its own fleet, so each needs a fleet section, and each comes once."""
     if args.target:
         raise UserError("--target with several plans: each plan's fleet section names its replicas; expected one plan, or no --target")
+    seen: dict[Path, str] = {}
+    for path in args.plan:
+        resolved = Path(path).resolve()
+        if resolved in seen:
+            # Refused rather than merged: two blocks of one fleet would read as two fleets.
+            raise UserError(f"{path}: given twice (also as {seen[resolved]}); expected each plan once")
+        seen[resolved] = path
+    for path, plan in zip(args.plan, plans):
+        if getattr(plan, "fleet", None) is None:
+            raise UserError(f"{path} has no fleet section; expected fleet.targets or fleet.prometheus_url")
+
+
+def _fleet_watchers(args, plans) -> list[Watcher]:
+    """One watcher per plan, each on its own fleet section."""
+    return [
+        Watcher(build_source(args, [plan]), _window_seconds(args, source_kind(args, [plan])), plan=plan, interval_seconds=args.interval)
+        for plan in plans
+    ]
+
+
+def _once_for_fleets(args, plans) -> int:
+    """Several plans with --once: one block (or JSON entry) per fleet, never one merged fleet."""
+    watchers = _fleet_watchers(args, plans)
+
+    async def poll_all() -> list[FleetFigures]:
+        return list(await asyncio.gather(*(_twice(w, args.interval, args.window is not None) for w in watchers)))
+
+    results = asyncio.run(poll_all())
+    if args.json:
+        fleets = [{"plan": plan.name, "plan_file": path, **once_json(figures)} for path, plan, figures in zip(args.plan, plans, results)]
+        print(json.dumps({"fleets": fleets}, indent=2))
+    else:
+        blocks = [f"plan {plan.name} ({path})\n{render_table(figures)}" for path, plan, figures in zip(args.plan, plans, results)]
+        print("\n\n".join(blocks))
+    return 0 if any(any_answered(figures) for figures in results) else 1
+
+
+def _console_for_fleets(args, plans) -> int:
+    """Several plans: one fleet each, from its own fleet section, with an overview screen."""
     from console.tui.app import FleetHandle, open_console
 
-    handles = []
-    for plan in plans:
-        source = build_source(args, [plan])
-        watcher = Watcher(source, _window_seconds(args, source_kind(args, [plan])), plan=plan, interval_seconds=args.interval)
-        handles.append(FleetHandle(plan.name, plan, watcher))
+    handles = [FleetHandle(plan.name, plan, watcher) for plan, watcher in zip(plans, _fleet_watchers(args, plans))]
     return int(open_console(handles, args) or 0)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -383,6 +384,43 @@ def _url(f: _Field) -> str:
     return value
 
 
+TARGET_EXPECTED = "host:port or an http(s) URL such as http://10.0.0.5:8000"
+
+
+def target_metrics_url(text: str) -> str:
+    """`host:8000`, `http://host:8000` or a full URL -> the URL of its /metrics page.
+
+    The one rule for a replica's address, from `--target` or a plan's fleet.targets.
+    A ValueError says what is wrong with `text` (a scheme other than http(s), no host,
+    a port outside 1-65535).
+    """
+    url = text.strip()
+    if "://" not in url:
+        url = "http://" + url
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # reading it checks the range
+    except ValueError as error:
+        raise ValueError(str(error)) from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ValueError(f"scheme {parts.scheme!r} is not http or https")
+    if not parts.hostname or port == 0:
+        raise ValueError("no host or port")
+    if parts.path in ("", "/"):
+        # Rebuilt rather than appended to, so a query string (?token=...) stays after the path.
+        url = urlunsplit(parts._replace(path="/metrics"))
+    return url
+
+
+def _target(f: _Field) -> str:
+    value = f.text()
+    try:
+        target_metrics_url(value)
+    except ValueError as problem:
+        raise f.fail(f"got {value!r}: {problem}", TARGET_EXPECTED) from None
+    return value
+
+
 def _fleet(f: _Field) -> FleetSource:
     s = f.mapping((), ("targets", "prometheus_url", "selector"))
     if ("targets" in s) == ("prometheus_url" in s):
@@ -393,7 +431,7 @@ def _fleet(f: _Field) -> FleetSource:
         items = s["targets"].sequence(what="a list of URLs")
         if not items:
             raise s["targets"].fail("an empty list", "at least one URL")
-        return FleetSource(targets=tuple(_url(item) for item in items))
+        return FleetSource(targets=tuple(_target(item) for item in items))
     return FleetSource(
         prometheus_url=_url(s["prometheus_url"]),
         selector=s["selector"].text() if "selector" in s else "",

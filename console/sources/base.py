@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from console.errors import UserError
 from console.metrics.figures import FleetFigures, ReplicaState
 from console.metrics.vllm import ReplicaSample
+from console.plan.schema import TARGET_EXPECTED, target_metrics_url
 
 
 @dataclass(frozen=True)
@@ -56,22 +57,14 @@ class FigureSource(Protocol):
 def metrics_url(text: str) -> str:
     """`host:8000`, `http://host:8000` or a full URL -> the URL of its /metrics page.
 
-    A target that cannot be an address (a malformed host, a port outside 1-65535) is a UserError.
+    A target that cannot be an address (another scheme than http(s), a malformed host,
+    a port outside 1-65535) is a UserError. The rule is the plan's, so `--target` and
+    fleet.targets accept the same forms.
     """
-    url = text.strip()
-    if "://" not in url:
-        url = "http://" + url
     try:
-        parts = urlsplit(url)
-        port = parts.port  # reading it checks the range
-    except ValueError as error:
-        raise UserError(f"target {text!r}: {error}; expected host:port or an http(s) URL") from None
-    if not parts.hostname or port == 0:
-        raise UserError(f"target {text!r}: no host or port; expected host:port or an http(s) URL")
-    if parts.path in ("", "/"):
-        # Rebuilt rather than appended to, so a query string (?token=...) stays after the path.
-        url = urlunsplit(parts._replace(path="/metrics"))
-    return url
+        return target_metrics_url(text)
+    except ValueError as problem:
+        raise UserError(f"target {text!r}: {problem}; expected {TARGET_EXPECTED}") from None
 
 
 def target_name(url: str) -> str:

@@ -181,8 +181,46 @@ def test_hosted_overflow_must_respect_the_data_rules(write_plan, capcon):
 def test_fleet_needs_exactly_one_source(write_plan, capcon):
     both = {"fleet": {"targets": ["http://127.0.0.1:8000"], "prometheus_url": "http://127.0.0.1:9090"}}
     assert "fleet: needs exactly one source" in _error(capcon, write_plan(both))
-    bad_url = {"fleet": {"targets": ["127.0.0.1:8000"]}}
-    assert "fleet.targets[0]: got '127.0.0.1:8000'; expected a URL" in _error(capcon, write_plan(bad_url))
+    path = write_plan({"fleet": {"targets": ["http://127.0.0.1:8000", "ftp://127.0.0.1:8000"]}})
+    message = _error(capcon, path)
+    assert message.startswith(f"capcon plan: {path}:{_line_of(path, 'ftp://')}: fleet.targets[1]: got 'ftp://127.0.0.1:8000': ")
+    assert "scheme 'ftp' is not http or https; expected host:port or an http(s) URL" in message
+    assert "fleet.targets[0]: got 'http://:8000': no host or port" in _error(capcon, write_plan({"fleet": {"targets": ["http://:8000"]}}))
+
+
+def test_fleet_targets_take_the_forms_target_takes(write_plan):
+    """host:port, as `--target` takes it, is a target in a plan too."""
+    forms = ["127.0.0.1:18712", "http://10.0.0.5:8000", "https://vllm.internal/custom/metrics"]
+    plan = load_plan(write_plan({"fleet": {"targets": forms}}))
+    assert plan.fleet.targets == tuple(forms)
+
+
+@pytest.mark.parametrize(
+    "tokens,where,expected",
+    [
+        ({"output_max": 200}, "workloads[0].tokens.output_max: max 200 is below the mean 300", "max >= mean"),
+        ({"input_p95": 999}, "workloads[0].tokens.input_p95: p95 999 is below the mean 1000", "p95 >= mean"),
+    ],
+)
+def test_token_maxima_below_their_means(write_plan, capcon, tokens, where, expected):
+    workload = changed(BASE_PLAN["workloads"][0], {"tokens": tokens})
+    path = write_plan({"workloads": [workload]})
+    message = _error(capcon, path)
+    key = next(iter(tokens))
+    assert f"{path}:{_line_of(path, key)}: {where}; expected {expected}" in message
+
+
+@pytest.mark.parametrize("share", [99, 1.01, 0, -0.5])
+def test_goodput_share_is_a_share(write_plan, capcon, share):
+    workload = changed(BASE_PLAN["workloads"][0], {"targets": {"goodput_share": share}})
+    path = write_plan({"workloads": [workload]})
+    message = _error(capcon, path)
+    assert f"{path}:{_line_of(path, 'goodput_share')}: workloads[0].targets.goodput_share: got {share:g}; expected a number > 0 and <= 1" in message
+
+
+def test_goodput_share_of_one_is_accepted(write_plan):
+    workload = changed(BASE_PLAN["workloads"][0], {"targets": {"goodput_share": 1}})
+    assert load_plan(write_plan({"workloads": [workload]})).workloads[0].targets.goodput_share == 1.0
 
 
 def test_plan_error_is_a_user_error_from_the_pure_loader(tmp_path):

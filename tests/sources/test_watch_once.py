@@ -128,3 +128,82 @@ async def test_prometheus_down_is_a_source_error_and_exit_1():
     report = json.loads(out)
     assert code == 1 and report["source"] == "prometheus"
     assert report["source_error"] and report["fleet"]["running"] is None
+
+
+def _plan_with_fleet(tmp_path, name: str, fleet: dict | None):
+    """The shipped 8B plan under another name, watching `fleet` (or with no fleet section)."""
+    import yaml
+
+    plan = yaml.safe_load((REPO / "plans" / "chat-8b-l40s.yaml").read_text())
+    plan["name"] = name
+    plan.pop("fleet", None)
+    if fleet is not None:
+        plan["fleet"] = fleet
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    return path
+
+
+async def test_once_with_two_plans_keeps_the_fleets_apart(tmp_path):
+    """Two plans, two fleets: one entry each with its own replicas and fleet row, never one merged fleet."""
+    base = sample_text(V032_SMALL_KV)
+    async with serve(pages_in_turn(base, loaded_page(base, 10))) as one, serve(pages_in_turn(base, loaded_page(base, 40))) as two:
+        # host:port, as --target takes it, in one plan; a full URL in the other.
+        first = _plan_with_fleet(tmp_path, "fleet-a", {"targets": [one.removeprefix("http://")]})
+        second = _plan_with_fleet(tmp_path, "fleet-b", {"targets": [two]})
+        code, out, err = await capcon("watch", str(first), str(second), "--once", "--json", "--interval", "0.5")
+    assert code == 0, err
+    report = json.loads(out)
+    assert list(report) == ["fleets"]
+    a, b = report["fleets"]
+    assert (a["plan"], b["plan"]) == ("fleet-a", "fleet-b")
+    assert a["plan_file"] == str(first) and b["plan_file"] == str(second)
+    assert [r["url"] for r in a["replicas"]] == [one + "/metrics"]
+    assert [r["url"] for r in b["replicas"]] == [two + "/metrics"]
+    for fleet in (a, b):
+        assert fleet["source"] == "scrape" and fleet["window_seconds"] >= 0.5
+        assert fleet["fleet"]["requests_per_second"] == pytest.approx(fleet["replicas"][0]["requests_per_second"])
+    assert b["fleet"]["requests_per_second"] > a["fleet"]["requests_per_second"] > 0
+
+
+async def test_once_table_with_two_plans_prints_one_block_per_plan(tmp_path):
+    base = sample_text(V032_SMALL_KV)
+    async with serve(pages_in_turn(base, base)) as one:
+        up = _plan_with_fleet(tmp_path, "fleet-up", {"targets": [one]})
+        dead = _plan_with_fleet(tmp_path, "fleet-dead", {"targets": [f"127.0.0.1:{closed_port()}"]})
+        code, out, err = await capcon("watch", str(up), str(dead), "--once", "--interval", "0.3")
+    assert code == 0, err  # one fleet answered
+    blocks = out.strip().split("\n\n")
+    assert len(blocks) == 2
+    for block, name, path, state in ((blocks[0], "fleet-up", up, "up"), (blocks[1], "fleet-dead", dead, "DOWN")):
+        lines = block.splitlines()
+        assert lines[0] == f"plan {name} ({path})"
+        assert lines[2].split()[:2] == ["NAME", "STATE"]
+        assert lines[3].split()[1] == state
+        fleet_rows = [line for line in lines if line.split()[0] == "fleet"]
+        assert len(fleet_rows) == 1 and fleet_rows[0].split()[1] == state
+
+
+async def test_once_with_two_plans_exits_1_only_when_no_fleet_answered(tmp_path):
+    dead_a = _plan_with_fleet(tmp_path, "dead-a", {"targets": [f"127.0.0.1:{closed_port()}"]})
+    dead_b = _plan_with_fleet(tmp_path, "dead-b", {"targets": [f"127.0.0.1:{closed_port()}"]})
+    code, out, err = await capcon("watch", str(dead_a), str(dead_b), "--once", "--json", "--interval", "0.2")
+    assert code == 1, err
+    assert [f["replicas"][0]["state"] for f in json.loads(out)["fleets"]] == ["down", "down"]
+
+
+@pytest.mark.parametrize("once", [["--once"], []])
+async def test_a_plan_without_fleet_among_several_is_named(tmp_path, once):
+    """Both for --once and the console: refused before anything is polled or drawn."""
+    with_fleet = _plan_with_fleet(tmp_path, "with-fleet", {"targets": ["127.0.0.1:9"]})
+    without = _plan_with_fleet(tmp_path, "no-fleet", None)
+    code, out, err = await capcon("watch", str(with_fleet), str(without), *once)
+    assert code == 2 and out == ""
+    assert err == f"capcon watch: {without} has no fleet section; expected fleet.targets or fleet.prometheus_url\n"
+
+
+async def test_the_same_plan_twice_is_refused(tmp_path):
+    path = _plan_with_fleet(tmp_path, "twice", {"targets": ["127.0.0.1:9"]})
+    code, out, err = await capcon("watch", str(path), str(tmp_path / ".." / tmp_path.name / "twice.yaml"), "--once")
+    assert code == 2 and out == ""
+    assert "given twice" in err and "expected each plan once" in err and len(err.splitlines()) == 1
