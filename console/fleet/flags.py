@@ -94,6 +94,19 @@ class Flag:
 
 
 @dataclass(frozen=True)
+class Pending:
+    """A rule whose condition holds but not yet for its minimum duration: not a flag, not "all clear" either."""
+
+    id: str
+    kind: str
+    subject: str
+    severity: Severity  # what it will be once it shows
+    since: float  # when the condition began to hold
+    needed_seconds: float  # the rule's minimum duration
+    why: str
+
+
+@dataclass(frozen=True)
 class Tracker:
     kind: str
     subject: str
@@ -103,6 +116,7 @@ class Tracker:
     pending_since: float
     active_since: float | None = None
     last_raised: float | None = None
+    raise_after: float = 0.0  # how long the condition must hold before the flag shows
 
 
 @dataclass(frozen=True)
@@ -117,6 +131,16 @@ class FlagState:
             if t.active_since is not None
         ]
         return tuple(sorted(flags, key=lambda f: (-SEVERITY_RANK[f.severity], f.since, f.id)))
+
+    @property
+    def pending(self) -> tuple[Pending, ...]:
+        """Conditions that hold but have not lasted long enough yet, worst first, then oldest."""
+        found = [
+            Pending(i, t.kind, t.subject, t.severity, t.pending_since, t.raise_after, t.why)
+            for i, t in self.trackers.items()
+            if t.active_since is None
+        ]
+        return tuple(sorted(found, key=lambda p: (-SEVERITY_RANK[p.severity], p.since, p.id)))
 
     def worst_for(self, subject: str) -> Severity | None:
         found = [f.severity for f in self.active if f.subject == subject]
@@ -171,9 +195,27 @@ def _saturation(r: Figures, t: Thresholds, plan: PlanNow | None) -> Reading | No
     )
 
 
+# Why a replica counts as down, and what to do, by how it failed: refused outright, or only its /metrics page.
+METRICS_FAILING = {"bad_payload": "its /metrics page is not a valid metrics page", "timeout": "its /metrics page timed out"}
+
+
+def _down_words(r: Figures, detail: str) -> tuple[str, str]:
+    if r.state in METRICS_FAILING:
+        return (
+            f"{r.name}: {METRICS_FAILING[r.state]}{detail} at {r.url}",
+            "Its /metrics page fails; it may still serve traffic: check the API server's /metrics and that the "
+            "host answers. Its capacity is counted as lost until the page answers.",
+        )
+    return (
+        f"{r.name} is {r.state.replace('_', ' ')}{detail} at {r.url}",
+        "Check the replica's process and host; the fleet runs without that capacity (and maybe its spare).",
+    )
+
+
 def _replica_state(r: Figures, t: Thresholds) -> list[Reading]:
     detail = f" ({r.error})" if r.error else ""
     down = r.state in DOWN_STATES
+    why, todo = _down_words(r, detail)
     return [
         Reading(
             "replica_down",
@@ -181,8 +223,8 @@ def _replica_state(r: Figures, t: Thresholds) -> list[Reading]:
             raise_=down,
             clear=not down,
             severity="critical",
-            why=f"{r.name} is {r.state.replace('_', ' ')}{detail} at {r.url}",
-            todo="Check the replica's process and host; the fleet runs without that capacity (and maybe its spare).",
+            why=why,
+            todo=todo,
             raise_after=t.down_after_seconds,
         ),
         Reading(
@@ -410,7 +452,8 @@ def _step(tracker: Tracker | None, reading: Reading | None, now: float) -> Track
         if active is None and now - pending >= reading.raise_after:
             active = now
         return Tracker(
-            reading.kind, reading.subject, reading.severity, reading.why, reading.todo, pending, active, now
+            reading.kind, reading.subject, reading.severity, reading.why, reading.todo, pending, active, now,
+            reading.raise_after,
         )
     if tracker is None or tracker.active_since is None:
         return None  # a pending flag whose condition broke starts over

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
-from console.fleet.flags import Flag, FlagInputs, FlagState, Severity, Thresholds, evaluate
+from console.fleet.flags import Flag, FlagInputs, FlagState, Pending, Severity, Thresholds, evaluate
 from console.fleet.plan_now import PlanNow
 from console.fleet.trends import TrendPoint, Trends
 from console.metrics.figures import Figures, FleetFigures
@@ -259,6 +259,11 @@ class FleetView:
     @property
     def flags(self) -> tuple[Flag, ...]:
         return self.flag_state.active
+
+    @property
+    def pending(self) -> tuple[Pending, ...]:
+        """Rule conditions that hold but are still inside their minimum duration."""
+        return self.flag_state.pending
 
     @property
     def data_age_seconds(self) -> float:

@@ -21,7 +21,7 @@ from textual.binding import Binding
 from console.fleet.plan_now import PlanNow, plan_now
 from console.fleet.view import FleetView, advance
 from console.metrics.figures import FleetFigures
-from console.plan.model import Plan
+from console.plan.model import DAYS, Plan
 from console.tui.demo_faults import CLEAR_ALL_KEY, CLEAR_REPLICA_KEY, LASTING_KINDS, DemoFaults, choice_for
 from console.tui.literal import printable
 from console.tui.messages import PollFailed, ViewUpdated
@@ -83,13 +83,14 @@ class ConsoleApp(App):
         # On-call hands reach for Ctrl+C first; Textual's default only hints at Ctrl+Q.
         Binding("ctrl+c", "quit", "quit", show=False, priority=True, id="quit-ctrl-c"),
         Binding("p", "toggle_pause", "pause", id="pause"),
-        Binding("plus,equals_sign", "slower", "slower", id="interval-up"),
-        Binding("minus", "faster", "faster", id="interval-down"),
+        # Off the footer (80 columns hold about ten keys); `?` lists every key.
+        Binding("plus,equals_sign", "slower", "slower", show=False, id="interval-up"),
+        Binding("minus", "faster", "faster", show=False, id="interval-down"),
         Binding("n", "poll_now", "poll now", show=False, id="poll-now"),
         Binding("question_mark", "help", "help", id="help"),
-        Binding("o", "overview", "overview", id="overview"),
+        Binding("o", "overview", "fleets", id="overview"),
         Binding("P", "plan", "plan", id="plan"),
-        Binding("w", "save_screenshot", "screenshot", id="screenshot"),
+        Binding("w", "save_screenshot", "screenshot", show=False, id="screenshot"),
         Binding("x", "spike", "spike", id="demo-spike"),
         Binding("f", "fault", "faults", id="demo-fault"),
     ]
@@ -190,6 +191,7 @@ class ConsoleApp(App):
                 demo_faults=self.demo_faults.count(), error=errors[0] if errors else "",
             )
         view, handle = self.views[index], self.fleets[index]
+        now = view.plan if view else None
         return HeaderInfo(
             fleet=handle.name,
             plan=handle.plan.name if handle.plan else (view.plan.plan_name if view and view.plan else None),
@@ -201,6 +203,8 @@ class ConsoleApp(App):
             read_only=self.read_only,
             demo_faults=self.demo_faults.count(),
             error=self.errors[index] or (view.figures.source_error if view else ""),
+            overflow=now.overflow_mode if now else (handle.plan.overflow.mode if handle.plan else None),
+            plan_at=f"{DAYS[now.weekday].capitalize()} {now.hour:02d}:00" if now else None,
         )
 
     # --- the read-only gate --------------------------------------------------
@@ -215,6 +219,21 @@ class ConsoleApp(App):
         if action == "plan" and self._fleet_on_screen() is None:
             return False  # no plan to show here (overview, or a fleet watched without a plan)
         return True
+
+    def on_key(self, event) -> None:
+        # A dimmed key reaches here because check_action refused it: say why instead of doing nothing.
+        if not self.read_only or self.demo is None:
+            return
+        for binding in self.BINDINGS:
+            if binding.action in self.CHANGING_ACTIONS and event.key in binding.key.split(","):
+                event.stop()
+                self.clear_notifications()
+                self.notify(
+                    f"read-only: {event.character or event.key} ({binding.description}) would change the demo fleet;"
+                    " the console was started with --read-only",
+                    severity="warning", timeout=3, markup=False,
+                )
+                return
 
     # --- actions -------------------------------------------------------------
 
@@ -270,8 +289,9 @@ class ConsoleApp(App):
 
     def action_save_screenshot(self) -> None:
         self.screenshot_dir.mkdir(parents=True, exist_ok=True)
-        path = self.save_screenshot(path=str(self.screenshot_dir))
-        self.notify(f"saved {path}", timeout=4)
+        # The full path: "." means little to an operator who forgot where capcon was started.
+        path = self.save_screenshot(path=str(self.screenshot_dir.resolve()))
+        self.notify(f"screenshot saved: {path}", timeout=6, markup=False)
 
     async def action_spike(self) -> None:
         await self._demo("spike", 3.0, 60.0)

@@ -146,3 +146,44 @@ def test_evaluate_leaves_the_previous_state_untouched():
     before = dict(first.trackers)
     evaluate(first, one_replica(state="up"), 400.0, T)
     assert first.trackers == before
+
+
+# (case, [(seconds, inputs), ...], flag id expected pending at the end, its minimum duration, or None: not pending)
+PENDING_CASES = [
+    ("down 4 s of 10 s", [(0, one_replica(state="down")), (4, one_replica(state="down"))], "replica_down:r1", 10.0),
+    ("down 10 s: a flag, no longer pending", [(0, one_replica(state="down")), (10, one_replica(state="down"))], "replica_down:r1", None),
+    ("queue 20 s of 30 s", [(0, one_replica(waiting=3.0)), (20, one_replica(waiting=3.0))], "saturation:r1", 30.0),
+    ("queue broke: nothing pending", [(0, one_replica(waiting=3.0)), (20, one_replica(waiting=0.1))], "saturation:r1", None),
+    ("load over plan 5 s of 30 s", [(0, fleet_totals(requests_per_second=25.0)), (5, fleet_totals(requests_per_second=25.0))], "above_plan:fleet", 30.0),
+]
+
+
+@pytest.mark.parametrize(("case", "steps", "flag_id", "needed"), PENDING_CASES, ids=[c[0] for c in PENDING_CASES])
+def test_conditions_inside_their_minimum_duration_are_pending(case, steps, flag_id, needed):
+    state = FlagState()
+    for now, inputs in steps:
+        state = evaluate(state, inputs, now, T)
+    pending = {p.id: p for p in state.pending}
+    if needed is None:
+        assert flag_id not in pending
+    else:
+        assert flag_id not in {f.id for f in state.active}
+        assert pending[flag_id].needed_seconds == needed
+        assert pending[flag_id].since == steps[0][0]
+
+
+# (state, a word the why must carry, a phrase the advice must carry, a phrase it must not)
+DOWN_ADVICE = [
+    ("down", "is down", "process and host", "may still serve"),
+    ("bad_payload", "not a valid metrics page", "may still serve", "process and host"),
+    ("timeout", "its /metrics page timed out", "may still serve", "process and host"),
+]
+
+
+@pytest.mark.parametrize(("state", "why", "todo", "not_todo"), DOWN_ADVICE, ids=[c[0] for c in DOWN_ADVICE])
+def test_down_advice_depends_on_how_the_replica_failed(state, why, todo, not_todo):
+    inputs = one_replica(state=state)
+    flags = evaluate(evaluate(FlagState(), inputs, 0.0, T), inputs, 10.0, T).active
+    (flag,) = [f for f in flags if f.kind == "replica_down"]
+    assert why in flag.why
+    assert todo in flag.todo and not_todo not in flag.todo

@@ -140,10 +140,16 @@ async def test_flags_appear_and_clear_as_the_data_changes():
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         panel = app.screen.query_one(FlagsPanel)
-        assert "no flags" in shown(panel)  # one poll: the minimum duration has not passed
-        await poll_times(pilot, 3)  # 30 s of saturation: the minimum duration
+        # One poll: the minimum duration has not passed, but the conditions hold: pending, never "within its plan".
         text = shown(panel)
-        assert "saturated · gpu-1, gpu-2, gpu-3, gpu-4" in text
+        assert "no flags" not in text and "within its plan" not in text
+        assert "… pending: saturated · gpu-1, gpu-2, gpu-3, gpu-4 (0 s of 30 s)" in text
+        assert "… pending: load over plan · fleet" in text
+        await poll_times(pilot, 2)
+        assert "… pending: saturated · gpu-1, gpu-2, gpu-3, gpu-4 (20 s of 30 s)" in shown(panel)
+        await poll_times(pilot, 1)  # 30 s of saturation: the minimum duration
+        text = shown(panel)
+        assert "saturated · gpu-1, gpu-2, gpu-3, gpu-4" in text and "pending: saturated" not in text
         assert "load over plan" in text and "SLO breach: TTFT" in text
         assert "CRIT" in rows_text(app)["gpu-1"]
         app.fleets[0].watcher.then(normal_fleet())
@@ -185,6 +191,9 @@ async def test_overview_lists_fleets_and_enter_opens_one():
         lines = [shown(line) for line in app.screen.query("FleetLine")]
         assert "assistant" in lines[0] and "13.4/20" in lines[0]
         assert "batch" in lines[1] and "25.6/20" in lines[1] and "-28%" in lines[1]
+        # One poll: the saturated fleet's rules hold but have not lasted yet: pending, never "none".
+        assert "… pending: " in lines[1] and "none" not in lines[1] and "✓" not in lines[1]
+        assert lines[0].rstrip().endswith("none")
         await pilot.press("down", "enter")
         assert isinstance(app.screen, FleetScreen) and app.screen.index == 1
         await pilot.pause()

@@ -53,7 +53,8 @@ async def test_menu_names_the_chosen_replica_and_each_key_calls_the_fleet():
         await settle(pilot)
         await pilot.press("down", "down", "f")  # the second row: gpu-2, replica 1 in the source's order
         assert isinstance(app.screen, FaultScreen)
-        assert menu_title(app) == "faults on gpu-2 (replica 1 of 4)"
+        assert menu_title(app) == "faults on gpu-2 (replica 2 of 4)"  # counted from 1; the fleet is told index 1
+        assert app.screen.query_one("#fault-menu").border_subtitle == "a key applies and closes · Esc closes"
         assert "on now: none" in menu_text(app)
         await pilot.press("escape")
         assert isinstance(app.screen, FleetScreen) and demo.calls == []

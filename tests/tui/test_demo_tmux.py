@@ -59,7 +59,7 @@ def test_demo_runs_the_fleet_reacts_to_keys_and_ctrl_c_frees_every_port():
         tmux.keys("x")
         tmux.wait_for("traffic x3")
         tmux.keys("Down", "Down", "f")  # the fault menu, for the second replica
-        tmux.wait_for("faults on replica-1 (replica 1 of 5)")
+        tmux.wait_for("faults on replica-1 (replica 2 of 5)")
         tmux.keys("g")  # its /metrics returns garbage
         screen = tmux.wait_until(lambda s: "BAD PAGE" in row_of(s, "replica-1"), "replica-1 showing a bad page", seconds=20)
         assert "FAULT" in screen.splitlines()[0]

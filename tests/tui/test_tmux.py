@@ -97,8 +97,9 @@ def test_watch_in_tmux_shows_the_fleet_the_plan_and_a_replica_down(tmux_console)
     assert any(" up " in line for line in replica_lines(screen, up_port)), screen
     assert "plan beside actual" in screen and "load/capacity" in screen
     # The down replica passes its 10 s minimum duration and is flagged with what to do.
-    screen = tmux.wait_for("replica down", seconds=30)
-    assert "do:" in screen
+    # (Before that it reads "… pending: replica down", which carries no advice.)
+    screen = tmux.wait_until(lambda s: "do:" in s and "replica down since" in s, "the replica-down flag", seconds=30)
+    assert "within its plan" not in screen
 
     tmux.keys("p")
     tmux.wait_for("PAUSED")

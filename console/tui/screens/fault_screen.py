@@ -21,7 +21,7 @@ from console.tui.literal import printable
 class FaultMenu:
     """What the menu shows: the replica it acts on, its faults, and the fleet's."""
 
-    index: int
+    index: int  # in the source's order, from 0 (shown counting from 1)
     name: str
     replicas: int
     on: tuple[str, ...]  # fault kinds on for this replica
@@ -42,8 +42,8 @@ class FaultScreen(ModalScreen[str | None]):
 
     def compose(self):
         with Vertical(id="fault-menu") as box:
-            box.border_title = f"faults on {printable(self.menu.name)} (replica {self.menu.index} of {self.menu.replicas})"
-            box.border_subtitle = "a key applies · Esc closes"
+            box.border_title = f"faults on {printable(self.menu.name)} (replica {self.menu.index + 1} of {self.menu.replicas})"
+            box.border_subtitle = "a key applies and closes · Esc closes"
             yield Static(self._text(), id="fault-choices", markup=False)
 
     def _text(self) -> Text:

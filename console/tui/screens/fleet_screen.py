@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Input
 
 from console.fleet.view import COLUMNS, FilterError, parse_filter
@@ -13,6 +13,7 @@ from console.tui.widgets.fleet_table import FleetTable
 from console.tui.widgets.flags_panel import FlagsPanel
 from console.tui.widgets.plan_panel import PlanPanel
 from console.tui.widgets.trends_panel import TrendsPanel
+from console.tui.widgets.scroll import ConsoleScroll
 
 SORT_CYCLE = (None,) + tuple(c.key for c in COLUMNS)
 
@@ -22,12 +23,12 @@ class FleetScreen(ConsoleScreen):
     AUTO_FOCUS = ""
     BINDINGS = [
         Binding("s", "sort_next", "sort", id="sort"),
-        Binding("r", "sort_reverse", "reverse", id="sort-reverse"),
+        Binding("r", "sort_reverse", "reverse", show=False, id="sort-reverse"),
         Binding("slash", "filter", "filter", id="filter"),
         Binding("escape", "clear_filter", "clear filter", show=False, id="clear-filter"),
         Binding("down", "move(1)", "next row", show=False, id="row-down"),
         Binding("up", "move(-1)", "previous row", show=False, id="row-up"),
-        Binding("enter", "open_replica", "replica", id="open-replica"),
+        Binding("enter", "open_replica", "detail", id="open-replica"),
     ]
 
     def __init__(self, index: int) -> None:
@@ -42,7 +43,7 @@ class FleetScreen(ConsoleScreen):
             with Vertical(id="right"):
                 yield TrendsPanel(id="trends")
                 # Not focusable: up and down keep choosing replicas however many flags there are.
-                with VerticalScroll(id="flags-scroll", can_focus=False):
+                with ConsoleScroll(id="flags-scroll", can_focus=False):
                     yield FlagsPanel(id="flags")
         yield Input(placeholder="filter: kv>0.9, state=down, wait>=1, name~gpu, or any text (Enter applies, Esc clears)", id="filter")
         yield Footer()
@@ -60,7 +61,7 @@ class FleetScreen(ConsoleScreen):
         self.table.show_view(view)
         self.query_one(PlanPanel).show(view)
         self.query_one(TrendsPanel).show(view.trends)
-        self.query_one(FlagsPanel).show(view.flags, view.now)
+        self.query_one(FlagsPanel).show(view.flags, view.now, view.pending)
 
     # --- actions -------------------------------------------------------------
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from textual.binding import Binding
-from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from console.tui.screens.base import ConsoleScreen
 from console.tui.widgets.console_header import ConsoleHeader
 from console.tui.widgets.fleet_line import HEADER, FleetLine
+from console.tui.widgets.scroll import ConsoleScroll
 
 
 class OverviewScreen(ConsoleScreen):
@@ -25,7 +25,7 @@ class OverviewScreen(ConsoleScreen):
     def compose(self):
         yield ConsoleHeader()
         yield Static(HEADER, id="overview-header", markup=False)
-        with VerticalScroll(id="fleets"):
+        with ConsoleScroll(id="fleets"):
             for index, handle in enumerate(self.app.fleets):
                 yield FleetLine(index, handle.name)
         yield Footer()

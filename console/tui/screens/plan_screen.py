@@ -6,13 +6,13 @@ import os
 
 from rich.text import Text
 from textual.binding import Binding
-from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from console.plan.model import DAYS, Plan
 from console.tui.literal import printable
 from console.tui.screens.base import ConsoleScreen
 from console.tui.widgets.console_header import ConsoleHeader
+from console.tui.widgets.scroll import ConsoleScroll
 
 
 def week_grid(replicas_by_hour: tuple[tuple[int, ...], ...], now: tuple[int, int] | None) -> Text:
@@ -43,7 +43,7 @@ class PlanScreen(ConsoleScreen):
 
     def compose(self):
         yield ConsoleHeader()
-        with VerticalScroll():
+        with ConsoleScroll():
             yield Static(id="week")
             yield Static(id="report", markup=False)
         yield Footer()

@@ -6,13 +6,13 @@ from dataclasses import fields
 
 from rich.text import Text
 from textual.binding import Binding
-from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from console.fleet import format as fmt
 from console.tui.literal import printable
 from console.tui.screens.base import ConsoleScreen
 from console.tui.widgets.console_header import ConsoleHeader
+from console.tui.widgets.scroll import ConsoleScroll
 
 SECONDS = {"ttft_p50_seconds", "ttft_p95_seconds", "ttft_p99_seconds", "itl_p95_seconds", "tpot_p95_seconds",
            "e2e_p95_seconds", "queue_p95_seconds", "data_age_seconds"}
@@ -76,7 +76,7 @@ class ReplicaScreen(ConsoleScreen):
 
     def compose(self):
         yield ConsoleHeader()
-        with VerticalScroll():
+        with ConsoleScroll():
             yield Static(id="figures")
         yield Footer()
 

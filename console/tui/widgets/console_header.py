@@ -21,9 +21,13 @@ class HeaderInfo:
     interval_seconds: float
     paused: bool
     read_only: bool
-    overflow: str | None = None  # the overflow mode, when a later part switches it
+    overflow: str | None = None  # the plan's overflow mode (bounded_queue, hosted, defer); None without a plan
+    plan_at: str | None = None  # the plan's day and hour now, in its time zone: "Tue 09:00"
     demo_faults: int = 0  # faults the demo's fault menu has on
     error: str = ""
+
+
+OVERFLOW_WORDS = {"bounded_queue": "bounded queue", "hosted": "hosted", "defer": "defer"}
 
 
 class ConsoleHeader(DiffText):
@@ -46,10 +50,19 @@ class ConsoleHeader(DiffText):
         if info.demo_faults:
             text.append(f" ⚡ {info.demo_faults} FAULT{'S' if info.demo_faults > 1 else ''}", style="bold")
         text.append(f" · age {fmt.age(info.age_seconds)} · every {info.interval_seconds:g}s")
+        if info.source or info.plan:
+            # A fleet named after its plan (one plan watched) need not repeat the name: 80 columns go fast.
+            named = "" if info.plan == info.fleet else f" {printable(info.plan) if info.plan else 'none'}"
+            text.append(f" · plan{named}")
+            if info.plan_at:
+                text.append(f" at {info.plan_at}")
+        if info.overflow:
+            text.append(f" · overflow {printable(OVERFLOW_WORDS.get(info.overflow, info.overflow))}")
+        if info.window_seconds:
+            # The window the rates and percentiles are computed over, not how often figures are read.
+            text.append(f" · window {fmt.window(info.window_seconds)}")
         if info.source:
-            source = info.source + (f" {fmt.window(info.window_seconds)}" if info.window_seconds else "")
-            text.append(f" · {source} · plan {printable(info.plan) if info.plan else 'none'}")
-        text.append(f" · overflow {printable(info.overflow) if info.overflow else fmt.UNKNOWN}")
+            text.append(f" · {printable(info.source)}")
         if info.error:
             text.append(f" · ✖ {printable(info.error)}", style="bold")
         self.show_text(text)

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from console.fleet import format as fmt
 from console.tui.widgets.diff_text import DiffText
-from console.fleet.flags import Flag
+from console.fleet.flags import Flag, Pending
 from console.tui.literal import printable
 from console.tui.widgets.table_row import BADGES
 
@@ -48,29 +48,51 @@ class FlagsPanel(DiffText):
         super().__init__(**kwargs)
         self._shown: tuple | None = None
 
-    def show(self, flags: tuple[Flag, ...], now: float) -> None:
+    def show(self, flags: tuple[Flag, ...], now: float, pending: tuple[Pending, ...] = ()) -> None:
         lines = tuple(_grouped(flags, now))
-        if lines == self._shown:
+        waiting = tuple(pending_lines(pending, now))
+        if (lines, waiting) == self._shown:
             return
-        self._shown = lines
-        self.set_class(not flags, "-clear")
+        self._shown = (lines, waiting)
+        # "Within its plan" only when no rule's condition holds at all, pending or shown.
+        self.set_class(not flags and not pending, "-clear")
         text = Text()
-        if not flags:
+        if not flags and not pending:
             text.append("✓ no flags: the fleet is within its plan", style="bold")
-        # Headlines first, one line each, so a short terminal still shows every flag; then the details.
-        for i, (severity, name, subjects, since, why, todo) in enumerate(lines):
+        # Headlines first, one line each, so a short terminal still shows every flag; then what is
+        # pending (a condition that holds, inside its minimum duration); then the details.
+        headlines = []
+        for severity, name, subjects, since, why, todo in lines:
             style = self.get_component_rich_style(f"flags-panel--{severity}", partial=True) if self.is_mounted else ""
-            if i:
-                text.append("\n")
-            text.append(BADGES[severity], style=style)
-            text.append(f" {name}", style="bold")
-            text.append(f" · {printable(subjects)} · {since[1]}")
+            headline = Text()
+            headline.append(BADGES[severity], style=style)
+            headline.append(f" {name}", style="bold")
+            headline.append(f" · {printable(subjects)} · {since[1]}")
+            headlines.append(headline)
+        headlines += [Text(line) for line in waiting]
+        text.append(Text("\n").join(headlines))
         for severity, name, subjects, since, why, todo in lines:
             text.append(f"\n\n{name}", style="bold")
             text.append(f" since {since[0]}")
             text.append(f"\n  why: {printable(why)}")
             text.append(f"\n  do:  {printable(todo)}")
         self.show_text(text)
+
+
+def pending_lines(pending: tuple[Pending, ...], now: float):
+    """One line per kind of condition that holds but is not a flag yet: how long it has held of how long it must."""
+    kinds: dict[str, list[Pending]] = {}
+    for item in pending:  # worst first, then oldest
+        kinds.setdefault(item.kind, []).append(item)
+    for group in kinds.values():
+        oldest = min(group, key=lambda p: p.since)
+        held = max(now - oldest.since, 0.0)
+        subjects = printable(", ".join(p.subject for p in group))
+        yield f"… pending: {title_of(oldest.kind)} · {subjects} ({held:.0f} s of {oldest.needed_seconds:.0f} s)"
+
+
+def title_of(kind: str) -> str:
+    return TITLES.get(kind, kind)
 
 
 def _grouped(flags: tuple[Flag, ...], now: float):

@@ -8,7 +8,7 @@ from console.fleet import format as fmt
 from console.tui.widgets.diff_text import DiffText
 from console.fleet.view import FleetView
 from console.tui.literal import fit, printable
-from console.tui.widgets.flags_panel import title
+from console.tui.widgets.flags_panel import title, title_of
 from console.tui.widgets.table_row import BADGES
 
 HEADER = f"{'':7}{'fleet':<18}{'load/capacity':>15}{'headroom':>10}{'up/sched':>10}  worst flag"
@@ -33,12 +33,20 @@ class FleetLine(DiffText):
             capacity = fmt.rate(plan.planned_capacity_rps) if plan else fmt.UNKNOWN
             scheduled = str(plan.replicas_scheduled) if plan else fmt.UNKNOWN
             worst = view.flags[0] if view.flags else None
+            pending = view.pending
+            if worst is not None:
+                flag = f"{title(worst)} ({len(view.flags)})" + (f" +{len(pending)} pending" if pending else "")
+            elif pending:
+                # A condition holds but not yet for its minimum duration: never "ok", never "none".
+                flag = f"… pending: {title_of(pending[0].kind)}" + (f" (+{len(pending) - 1})" if len(pending) > 1 else "")
+            else:
+                flag = "none"
             line = (
-                worst.severity if worst else "ok",
+                worst.severity if worst else ("info" if pending else "ok"),
                 f"{load}/{capacity}",
                 fmt.share(view.headroom),
                 f"{view.replicas_serving}/{scheduled}",
-                f"{title(worst)} ({len(view.flags)})" if worst else "none",
+                flag,
             )
         if line == self._shown:
             return

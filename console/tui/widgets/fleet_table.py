@@ -7,11 +7,12 @@ text changes. Columns that do not fit the width are dropped by priority, so
 
 from __future__ import annotations
 
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Vertical
 
 from console.fleet.view import COLUMN_BY_KEY, COLUMNS, TOTAL_KEY, FleetView, Row, RowFilter, sort_rows
 from console.tui.literal import fit
 from console.tui.widgets.table_row import BADGE_WIDTH, WIDTHS, TableRow
+from console.tui.widgets.scroll import ConsoleScroll
 
 ROW_MARGIN = 3  # rows kept current just outside the view, so a step of the cursor shows fresh figures at once
 
@@ -27,7 +28,7 @@ def columns_for(width: int) -> tuple[str, ...]:
     return tuple(c.key for c in chosen)
 
 
-class TableBody(VerticalScroll):
+class TableBody(ConsoleScroll):
     """The scrolling replica rows; a resize can bring held rows into view.
 
     Never focused: up and down choose a replica (the view follows the choice) instead of scrolling.
@@ -44,7 +45,7 @@ class TableBody(VerticalScroll):
 class FleetTable(Vertical):
     DEFAULT_CSS = """
     FleetTable { height: auto; }
-    FleetTable > VerticalScroll { height: auto; max-height: 100%; }
+    FleetTable > TableBody { height: auto; max-height: 100%; }
     """
 
     def __init__(self, **kwargs) -> None:
