@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import json
 import math
+import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -196,7 +197,7 @@ def run(args) -> int:
     watcher = Watcher(source, _window_seconds(args, source_kind(args, plans)), plan=plan, interval_seconds=args.interval)
     if args.once:
         figures = asyncio.run(_twice(watcher, args.interval, args.window is not None))
-        print(json.dumps(once_json(figures), indent=2) if args.json else render_table(figures))
+        print(json.dumps(once_json(figures), indent=2) if args.json else render_table(figures, _terminal_width()))
         return 0 if any_answered(figures) else 1
     try:
         from console.tui.app import open_console
@@ -242,7 +243,7 @@ def _once_for_fleets(args, plans) -> int:
         fleets = [{"plan": plan.name, "plan_file": path, **once_json(figures)} for path, plan, figures in zip(args.plan, plans, results)]
         print(json.dumps({"fleets": fleets}, indent=2))
     else:
-        blocks = [f"plan {plan.name} ({path})\n{render_table(figures)}" for path, plan, figures in zip(args.plan, plans, results)]
+        blocks = [f"plan {plan.name} ({path})\n{render_table(figures, _terminal_width())}" for path, plan, figures in zip(args.plan, plans, results)]
         print("\n\n".join(blocks))
     return 0 if any(any_answered(figures) for figures in results) else 1
 
@@ -326,12 +327,31 @@ COLUMNS = (
 )
 
 
-def render_table(figures: FleetFigures) -> str:
-    """The fleet table: one row per replica, then the fleet total, then the reasons for odd states."""
-    rows = [[cell(r) for _, cell in COLUMNS] for r in figures.replicas]
-    total = [cell(figures.fleet) for _, cell in COLUMNS]
-    header = [title for title, _ in COLUMNS]
-    widths = [max(len(row[i]) for row in [header, total, *rows]) for i in range(len(header))]
+# Columns given up first when the table is wider than the terminal (as the console does): the
+# least urgent figures during a peak go before state, load, queue, KV and latency.
+DROP_ORDER = ("TTFT99", "AGE", "IN/REQ", "OUT/REQ", "HIT", "ITL95", "TTFT50", "IN TOK/S", "QUEUE95", "E2E95", "PREEMPT/S", "RUN")
+
+
+def _terminal_width() -> int | None:
+    """The terminal's width when printing to one; None (every column) for a pipe or a file."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
+def render_table(figures: FleetFigures, width: int | None = None) -> str:
+    """The fleet table: one row per replica, then the fleet total, then the reasons for odd states.
+
+    With `width` (a terminal's), the least urgent columns are left out until the table fits.
+    """
+    columns = list(COLUMNS)
+    while True:
+        rows = [[cell(r) for _, cell in columns] for r in figures.replicas]
+        total = [cell(figures.fleet) for _, cell in columns]
+        header = [title for title, _ in columns]
+        widths = [max(len(row[i]) for row in [header, total, *rows]) for i in range(len(header))]
+        droppable = [title for title in DROP_ORDER if title in header]
+        if width is None or sum(widths) + 2 * (len(widths) - 1) <= width or not droppable:
+            break
+        columns = [column for column in columns if column[0] != droppable[0]]
 
     def line(row: list[str]) -> str:
         return "  ".join(text.ljust(width) if i < 2 else text.rjust(width) for i, (text, width) in enumerate(zip(row, widths))).rstrip()
