@@ -23,7 +23,6 @@ every figure changing). Targets: under 4 KB/s and under 50 ms per refresh.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import shutil
 import subprocess

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from dataclasses import replace
 from typing import Callable
 
 from console.metrics.figures import Figures, FleetFigures

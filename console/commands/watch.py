@@ -199,12 +199,9 @@ def run(args) -> int:
         figures = asyncio.run(_twice(watcher, args.interval, args.window is not None))
         print(json.dumps(once_json(figures), indent=2) if args.json else render_table(figures, _terminal_width()))
         return 0 if any_answered(figures) else 1
-    try:
-        from console.tui.app import open_console
-    except ImportError:
-        print("capcon watch: the interactive console is not part of this build; use --once (with --json for scripts)", file=sys.stderr)
-        return 2
-    return int(open_console(args, watcher) or 0)
+    from console.tui.app import FleetHandle, open_console
+
+    return int(open_console([FleetHandle(plan.name if plan else "fleet", plan, watcher)], args) or 0)
 
 
 def _check_fleets(args, plans) -> None:

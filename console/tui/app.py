@@ -362,21 +362,12 @@ class ConsoleApp(App):
             await result
 
 
-def handles_for(watcher: Watcher, name: str | None = None) -> list[FleetHandle]:
-    """One fleet from a lone watcher: named after its plan when it has one."""
-    plan = getattr(watcher, "plan", None)
-    return [FleetHandle(name or (plan.name if plan is not None else "fleet"), plan, watcher)]
-
-
-def open_console(fleets: list[FleetHandle] | Any, args: Any, demo: DemoControls | None = None) -> int:
+def open_console(fleets: list[FleetHandle], args: Any, demo: DemoControls | None = None) -> int:
     """Run the console until the operator quits; returns the exit code.
 
-    `fleets` is a list of FleetHandle (one per plan); a single watcher passed as
-    `open_console(args, watcher)` is also accepted and becomes one fleet.
-    `args` gives interval, read_only, theme and screenshot_dir (all optional).
+    `fleets` holds one FleetHandle per plan; `args` gives interval, read_only, theme and
+    screenshot_dir (all optional).
     """
-    if not isinstance(fleets, (list, tuple)):
-        fleets, args = handles_for(args), fleets
     app = ConsoleApp(
         list(fleets),
         interval=getattr(args, "interval", None) or DEFAULT_INTERVAL_SECONDS,
