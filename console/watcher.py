@@ -57,6 +57,10 @@ class Watcher:
         self._restarted: set[str] = set()
         self._latest: dict[str, ReplicaSample] = {}
         self.last: FleetFigures | None = None
+        # What the last poll saw, for the recorder: the raw results (None from a figure source)
+        # and the `now` the window math used, so a replay computes the very same figures.
+        self.last_results: tuple[TargetResult, ...] | None = None
+        self.last_watched_at: float | None = None
 
     @property
     def source_name(self) -> str:
@@ -69,12 +73,18 @@ class Watcher:
             if isinstance(self.source, SampleSource):
                 results = await self.source.fetch(now)
                 # A fresh scrape is never stale; a failed one shows its failure and the data age.
-                figures = self._from_samples(results, self._clock())
-            else:
-                # Prometheus marks its own stale targets, against its scrape interval and the window.
-                figures = await self.source.collect(now)
-            self.last = figures
+                return self.replay(results, self._clock())
+            # Prometheus marks its own stale targets, against its scrape interval and the window.
+            figures = await self.source.collect(now)
+            self.last, self.last_results, self.last_watched_at = figures, None, now
             return figures
+
+    def replay(self, results, now: float) -> FleetFigures:
+        """Figures from results fetched earlier (a recorded poll) as if polled at `now`; live polls come through here too."""
+        results = tuple(results)
+        figures = self._from_samples(list(results), now)
+        self.last, self.last_results, self.last_watched_at = figures, results, now
+        return figures
 
     async def aclose(self) -> None:
         close = getattr(self.source, "aclose", None)

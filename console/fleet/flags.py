@@ -151,6 +151,15 @@ def worst(flags: tuple[Flag, ...]) -> Flag | None:
     return flags[0] if flags else None  # `active` is sorted worst first
 
 
+def changes(before: FlagState | None, after: FlagState) -> tuple[tuple[str, Flag], ...]:
+    """Flags raised and cleared between two states, as ("raised" | "cleared", flag); what the history records."""
+    old = {f.id: f for f in before.active} if before is not None else {}
+    new = {f.id: f for f in after.active}
+    raised = [("raised", f) for i, f in new.items() if i not in old]
+    cleared = [("cleared", f) for i, f in old.items() if i not in new]
+    return tuple(cleared + raised)
+
+
 # --- the rules -------------------------------------------------------------
 
 

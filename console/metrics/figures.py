@@ -6,7 +6,7 @@ never 0. Units are SI; KV usage is a 0-1 fraction.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Literal
 
 ReplicaState = Literal["up", "down", "timeout", "bad_payload", "restarted", "stale", "unknown"]
@@ -47,6 +47,12 @@ class Figures:
     def to_json(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_json(cls, data: dict) -> Figures:
+        """The inverse of `to_json`; keys this version does not know are ignored."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
 
 @dataclass(frozen=True)
 class FleetFigures:
@@ -66,3 +72,14 @@ class FleetFigures:
             "replicas": [r.to_json() for r in self.replicas],
             "fleet": self.fleet.to_json(),
         }
+
+    @classmethod
+    def from_json(cls, data: dict) -> FleetFigures:
+        return cls(
+            window_seconds=data["window_seconds"],
+            source=data["source"],
+            replicas=tuple(Figures.from_json(r) for r in data["replicas"]),
+            fleet=Figures.from_json(data["fleet"]),
+            at=data["at"],
+            source_error=data.get("source_error") or "",
+        )

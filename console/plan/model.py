@@ -139,6 +139,8 @@ class Plan:
     overflow: Overflow = field(default_factory=Overflow)
     fleet: FleetSource | None = None
     source_path: str = ""
+    # The file's text as loaded: what the recorder stores (with its hash) as the plan in force.
+    source_text: str = field(default="", compare=False, repr=False)
     # The clock the arrival profile's hours are written in (IANA name): the console reads
     # "this hour" of the plan in it.
     timezone: str = "UTC"

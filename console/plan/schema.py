@@ -522,6 +522,7 @@ def parse_plan(text: str, source_name: str) -> Plan:
         overflow=_overflow(top.get("overflow"), data),
         fleet=_fleet(top["fleet"]) if "fleet" in top else None,
         source_path=source_name,
+        source_text=text,
     )
 
 

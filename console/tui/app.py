@@ -104,6 +104,7 @@ class ConsoleApp(App):
         theme: str | None = None,
         clock: Callable[[], float] = time.time,
         screenshot_dir: str | Path = ".",
+        recorder: Any = None,
     ) -> None:
         super().__init__()
         if not fleets:
@@ -119,6 +120,8 @@ class ConsoleApp(App):
         self.screenshot_dir = Path(screenshot_dir)
         self._wake = asyncio.Event()
         self.demo_faults = DemoFaults()  # what this console turned on in the demo fleet
+        # Writes each poll to the history file on its own thread (console.store.recorder); None: not recording.
+        self.recorder = recorder
         if theme:
             self.theme = theme
 
@@ -148,7 +151,9 @@ class ConsoleApp(App):
                 try:
                     figures = await handle.watcher.poll()
                     now = self.clock()
-                    previous = advance(previous, handle.name, figures, handle.plan_at(now), now)
+                    view = advance(previous, handle.name, figures, handle.plan_at(now), now)
+                    self._record(handle, previous, view)
+                    previous = view
                     self.post_message(ViewUpdated(index, previous))
                 except Exception as error:  # a failing source is shown, never fatal
                     self.post_message(PollFailed(index, f"poll failed: {type(error).__name__}: {error}"))
@@ -156,6 +161,21 @@ class ConsoleApp(App):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.interval)
             except TimeoutError:
                 pass
+
+    def _record(self, handle: FleetHandle, previous: FleetView | None, view: FleetView) -> None:
+        if self.recorder is None:
+            return
+        from console.store.records import poll_record
+
+        # Never blocks: the recorder's thread writes; a failing file becomes a state in the header.
+        self.recorder.submit(poll_record(handle.name, handle.watcher, previous, view, handle.plan, self.interval))
+
+    def recording_words(self) -> str | None:
+        """The header's word on recording: None when not recording, else its state."""
+        if self.recorder is None:
+            return None
+        status = self.recorder.status
+        return "rec" if status.state == "recording" else f"rec {status.state}" + (f": {status.detail}" if status.detail else "")
 
     async def on_unmount(self) -> None:
         for handle in self.fleets:
@@ -189,6 +209,7 @@ class ConsoleApp(App):
                 age_seconds=max((self.clock() - v.figures.at for v in self.views if v), default=None),
                 interval_seconds=self.interval, paused=self.paused, read_only=self.read_only,
                 demo_faults=self.demo_faults.count(), error=errors[0] if errors else "",
+                recording=self.recording_words(),
             )
         view, handle = self.views[index], self.fleets[index]
         now = view.plan if view else None
@@ -205,6 +226,7 @@ class ConsoleApp(App):
             error=self.errors[index] or (view.figures.source_error if view else ""),
             overflow=now.overflow_mode if now else (handle.plan.overflow.mode if handle.plan else None),
             plan_at=f"{DAYS[now.weekday].capitalize()} {now.hour:02d}:00" if now else None,
+            recording=self.recording_words(),
         )
 
     # --- the read-only gate --------------------------------------------------
@@ -362,7 +384,7 @@ class ConsoleApp(App):
             await result
 
 
-def open_console(fleets: list[FleetHandle], args: Any, demo: DemoControls | None = None) -> int:
+def open_console(fleets: list[FleetHandle], args: Any, demo: DemoControls | None = None, recorder: Any = None) -> int:
     """Run the console until the operator quits; returns the exit code.
 
     `fleets` holds one FleetHandle per plan; `args` gives interval, read_only, theme and
@@ -375,6 +397,7 @@ def open_console(fleets: list[FleetHandle], args: Any, demo: DemoControls | None
         demo=demo,
         theme=getattr(args, "theme", None) or DEFAULT_THEME,
         screenshot_dir=getattr(args, "screenshot_dir", None) or ".",
+        recorder=recorder,
     )
     app.run()
     return int(app.return_code or 0)

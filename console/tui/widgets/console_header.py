@@ -25,6 +25,8 @@ class HeaderInfo:
     plan_at: str | None = None  # the plan's day and hour now, in its time zone: "Tue 09:00"
     demo_faults: int = 0  # faults the demo's fault menu has on
     error: str = ""
+    recording: str | None = None  # "rec" while recording, "rec locked: ..." when the file refuses writes; None: off
+    replay: str | None = None  # in replay: the recorded moment shown, speed and play state
 
 
 OVERFLOW_WORDS = {"bounded_queue": "bounded queue", "hosted": "hosted", "defer": "defer"}
@@ -44,7 +46,15 @@ class ConsoleHeader(DiffText):
         text = Text(no_wrap=True, overflow="ellipsis")
         # Most urgent first: at 80 columns the tail is cut.
         text.append(f" {printable(info.fleet)} ", style="bold")
-        text.append("‖ PAUSED" if info.paused else "● live", style="bold reverse" if info.paused else "")
+        if info.replay:
+            text.append(f"⏵ REPLAY {printable(info.replay)}", style="bold reverse")
+        else:
+            text.append("‖ PAUSED" if info.paused else "● live", style="bold reverse" if info.paused else "")
+        if info.recording == "rec":
+            text.append(" ⏺rec")
+        elif info.recording:
+            # A file that refuses writes is news: the watching goes on, the history does not.
+            text.append(f" ✖ {printable(info.recording)}", style="bold")
         if info.read_only:
             text.append(" READ-ONLY", style="bold")
         if info.demo_faults:

@@ -1,0 +1,121 @@
+"""What goes into the history file per poll, and what comes back out: plain frozen records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from console.fleet.flags import Flag
+from console.metrics.figures import Figures, FleetFigures
+from console.plan.model import Plan
+from console.sources.base import TargetResult
+
+
+@dataclass(frozen=True)
+class FlagChange:
+    change: Literal["raised", "cleared"]
+    flag: Flag
+    figures: Figures | None  # the subject's figures at that poll (a replica's, or the fleet total)
+
+
+@dataclass(frozen=True)
+class PollRecord:
+    """One poll of one fleet, as the console saw it."""
+
+    fleet: str
+    at: float  # the moment the view was built (the `now` of its flags)
+    watched_at: float  # the watcher's `now` for the window math
+    source: str  # "scrape", "prometheus", ...
+    window_seconds: float
+    interval_seconds: float
+    results: tuple[TargetResult, ...] | None  # a sample source's raw results; None for a figure source
+    figures: FleetFigures | None = None  # kept (as JSON) only for a figure source, whose raw data is elsewhere
+    plan: Plan | None = None
+    flag_changes: tuple[FlagChange, ...] = ()
+    source_error: str = ""
+
+
+@dataclass(frozen=True)
+class RecordedPoll:
+    id: int
+    fleet: str
+    at: float
+    watched_at: float
+    source: str
+    window_seconds: float
+    interval_seconds: float
+    source_error: str
+    plan_id: int | None
+    results: tuple[TargetResult, ...] | None
+    figures: FleetFigures | None
+
+
+@dataclass(frozen=True)
+class FleetInfo:
+    id: int
+    name: str
+    first_at: float | None
+    last_at: float | None
+    polls: int
+
+
+@dataclass(frozen=True)
+class PlanVersion:
+    id: int
+    hash: str
+    name: str
+    path: str | None
+    text: str
+    first_seen: float
+
+
+@dataclass(frozen=True)
+class FlagEvent:
+    fleet: str
+    at: float
+    change: str  # "raised" or "cleared"
+    flag_id: str
+    kind: str
+    subject: str
+    severity: str
+    since: float
+    why: str
+    todo: str
+    figures: dict | None
+
+
+@dataclass(frozen=True)
+class Event:
+    at: float
+    fleet: str | None
+    kind: str
+    subject: str | None
+    detail: dict | None
+
+
+def poll_record(fleet: str, watcher, previous, view, plan: Plan | None, interval_seconds: float) -> PollRecord:
+    """What to store for one poll: the watcher's raw results and `now`, the view's flag changes.
+
+    `previous` and `view` are the FleetViews before and after this poll.
+    """
+    from console.fleet.flags import changes  # noqa: PLC0415 - keeps this module's imports to records
+
+    flag_changes = []
+    for change, flag in changes(previous.flag_state if previous is not None else None, view.flag_state):
+        row = view.row(flag.subject)
+        flag_changes.append(FlagChange(change, flag, row.figures if row is not None else None))
+    results = getattr(watcher, "last_results", None)
+    watched_at = getattr(watcher, "last_watched_at", None)
+    return PollRecord(
+        fleet=fleet,
+        at=view.now,
+        watched_at=watched_at if watched_at is not None else view.now,
+        source=view.figures.source,
+        window_seconds=getattr(watcher, "window_seconds", None) or view.figures.window_seconds,
+        interval_seconds=interval_seconds,
+        results=results,
+        figures=view.figures if results is None else None,
+        plan=plan,
+        flag_changes=tuple(flag_changes),
+        source_error=view.figures.source_error,
+    )
