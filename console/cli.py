@@ -9,7 +9,7 @@ import sys
 from console.errors import UserError
 
 # Order is the order `capcon --help` lists them.
-VERBS = ("plan", "watch", "demo", "sim")
+VERBS = ("plan", "watch", "record", "replay", "history", "export", "demo", "sim")
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -81,7 +81,7 @@ def run(args) -> int:
 
 def fleet_handle(sim, plan, window_seconds: float, interval_seconds: float):
     """The console's view of a simulated fleet: real scrape source, compared with the plan at the simulated hour."""
-    from console.fleet.plan_now import plan_now, week_time
+    from console.fleet.plan_now import week_time
     from console.sources.base import Target
     from console.sources.scrape import ScrapeSource
     from console.tui.app import FleetHandle
@@ -91,7 +91,7 @@ def fleet_handle(sim, plan, window_seconds: float, interval_seconds: float):
     source = ScrapeSource(targets, timeout=2.0)
     watcher = Watcher(source, window_seconds, plan=plan, interval_seconds=interval_seconds)
     # The simulated fleet runs the plan's week fast: the plan is read at the simulated hour, not the clock's.
-    return FleetHandle(plan.name, plan, watcher, expect=lambda now: plan_now(plan, week_time(sim.traffic.week_seconds())))
+    return FleetHandle(plan.name, plan, watcher, plan_clock=lambda now: week_time(sim.traffic.week_seconds()))
 
 
 async def _demo(plan, args) -> int:

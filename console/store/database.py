@@ -116,10 +116,10 @@ class Store:
             if record.results is None and record.figures is not None:
                 figures = json.dumps(record.figures.to_json(), separators=(",", ":"))
             cursor = self.connection.execute(
-                "INSERT INTO polls (fleet_id, at, watched_at, plan_id, source, window_seconds, interval_seconds, source_error, figures)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO polls (fleet_id, at, watched_at, plan_id, source, window_seconds, interval_seconds, source_error, figures, plan_clock)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (fleet_id, record.at, record.watched_at, plan_id, record.source, record.window_seconds,
-                 record.interval_seconds, record.source_error or None, figures),
+                 record.interval_seconds, record.source_error or None, figures, record.plan_clock),
             )
             poll_id = cursor.lastrowid
             if record.results:
@@ -239,7 +239,7 @@ class Store:
 
     def poll(self, poll_id: int) -> RecordedPoll:
         row = self.connection.execute(
-            "SELECT p.id, f.name, p.at, p.watched_at, p.source, p.window_seconds, p.interval_seconds, p.source_error, p.plan_id, p.figures"
+            "SELECT p.id, f.name, p.at, p.watched_at, p.source, p.window_seconds, p.interval_seconds, p.source_error, p.plan_id, p.figures, p.plan_clock"
             " FROM polls p JOIN fleets f ON f.id = p.fleet_id WHERE p.id = ?",
             (poll_id,),
         ).fetchone()
@@ -248,7 +248,7 @@ class Store:
         figures_json = row[9]
         figures = FleetFigures.from_json(json.loads(figures_json)) if figures_json else None
         results = None if figures is not None else tuple(self._results(poll_id))
-        return RecordedPoll(*row[:7], row[7] or "", row[8], results, figures)
+        return RecordedPoll(*row[:7], row[7] or "", row[8], results, figures, row[10])
 
     def _results(self, poll_id: int) -> Iterator[TargetResult]:
         # Replica ids grow in the order replicas were first seen: the source's order.

@@ -33,6 +33,7 @@ class PollRecord:
     plan: Plan | None = None
     flag_changes: tuple[FlagChange, ...] = ()
     source_error: str = ""
+    plan_clock: float | None = None  # where in its week the plan was read (FleetHandle.plan_time)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class RecordedPoll:
     plan_id: int | None
     results: tuple[TargetResult, ...] | None
     figures: FleetFigures | None
+    plan_clock: float | None = None
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,7 @@ class Event:
     detail: dict | None
 
 
-def poll_record(fleet: str, watcher, previous, view, plan: Plan | None, interval_seconds: float) -> PollRecord:
+def poll_record(fleet: str, watcher, previous, view, plan: Plan | None, interval_seconds: float, plan_clock: float | None = None) -> PollRecord:
     """What to store for one poll: the watcher's raw results and `now`, the view's flag changes.
 
     `previous` and `view` are the FleetViews before and after this poll.
@@ -118,4 +120,5 @@ def poll_record(fleet: str, watcher, previous, view, plan: Plan | None, interval
         plan=plan,
         flag_changes=tuple(flag_changes),
         source_error=view.figures.source_error,
+        plan_clock=plan_clock,
     )

@@ -51,7 +51,7 @@ CREATE TABLE polls (
     id INTEGER PRIMARY KEY, fleet_id INTEGER NOT NULL REFERENCES fleets(id),
     at REAL NOT NULL, watched_at REAL NOT NULL, plan_id INTEGER REFERENCES plans(id),
     source TEXT NOT NULL, window_seconds REAL NOT NULL, interval_seconds REAL NOT NULL,
-    source_error TEXT, figures TEXT
+    source_error TEXT, figures TEXT, plan_clock REAL
 );
 CREATE INDEX polls_fleet_at ON polls (fleet_id, at);
 CREATE TABLE samples (

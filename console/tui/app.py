@@ -56,13 +56,23 @@ class FleetHandle:
     watcher: Watcher
     # What the plan expects at a moment; defaults to the planner's schedule for `plan`.
     expect: Callable[[float], PlanNow | None] | None = None
+    # Where in the plan's week the console reads it at `now`, as a time on the plan's own clock
+    # (UTC offset folded in); the demo runs a simulated week. Recorded with each poll, so a replay
+    # reads the plan at the same moment.
+    plan_clock: Callable[[float], float] | None = None
+
+    def plan_time(self, now: float) -> float | None:
+        if self.plan is None:
+            return None
+        if self.plan_clock is not None:
+            return self.plan_clock(now)
+        return now + utc_offset_seconds(self.plan.timezone, now)
 
     def plan_at(self, now: float) -> PlanNow | None:
         if self.expect is not None:
             return self.expect(now)
-        if self.plan is None:
-            return None
-        return plan_now(self.plan, now, utc_offset_seconds=utc_offset_seconds(self.plan.timezone, now))
+        at = self.plan_time(now)
+        return plan_now(self.plan, at) if at is not None else None
 
 
 def utc_offset_seconds(zone: str, at: float) -> float:
@@ -168,7 +178,7 @@ class ConsoleApp(App):
         from console.store.records import poll_record
 
         # Never blocks: the recorder's thread writes; a failing file becomes a state in the header.
-        self.recorder.submit(poll_record(handle.name, handle.watcher, previous, view, handle.plan, self.interval))
+        self.recorder.submit(poll_record(handle.name, handle.watcher, previous, view, handle.plan, self.interval, handle.plan_time(view.now)))
 
     def recording_words(self) -> str | None:
         """The header's word on recording: None when not recording, else its state."""
