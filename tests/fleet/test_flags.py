@@ -187,3 +187,19 @@ def test_down_advice_depends_on_how_the_replica_failed(state, why, todo, not_tod
     (flag,) = [f for f in flags if f.kind == "replica_down"]
     assert why in flag.why
     assert todo in flag.todo and not_todo not in flag.todo
+
+
+def test_changes_name_each_flag_raised_and_cleared_once():
+    from console.fleet.flags import changes
+
+    state = FlagState()
+    seen = []
+    # A queue that lasts 30 s raises saturation:r1; below 0.5 it clears; flat stretches change nothing.
+    for now, waiting in [(0, 3.0), (15, 3.0), (30, 3.0), (45, 2.0), (60, 0.4), (75, 0.4)]:
+        after = evaluate(state, one_replica(waiting=waiting), now, T)
+        seen.append((now, [(change, flag.id) for change, flag in changes(state, after)]))
+        state = after
+    assert seen == [
+        (0, []), (15, []), (30, [("raised", "saturation:r1")]), (45, []), (60, [("cleared", "saturation:r1")]), (75, []),
+    ]
+    assert changes(None, FlagState()) == ()
