@@ -1,15 +1,405 @@
-"""`capcon history` (being built)."""
+"""`capcon history`: recorded hours and days of a fleet, and a recorded week against the plan."""
 
 from __future__ import annotations
 
+import json
+import math
+import re
+import sys
+import time
+from bisect import bisect_right
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
 from console.errors import UserError
+from console.fleet import format as fmt
+from console.fleet.hourly import BUSY_WINDOW_SECONDS, MINUTE, Summary, combine, day_starts, hour_starts, plan_hour, summarise
+from console.fleet.week_fit import WeekFit, fit_week
+from console.plan.model import DAYS, Plan
+from console.plan.schema import PlanError, load_plan, parse_plan
+from console.store.database import Store
+from console.store.series import minute_series, plan_id_in_force, raised_flags, recorded_span
+from console.store.when import format_when, iso_when, local_zone, parse_when, zone_named
+
+LEAD_IN_SECONDS = BUSY_WINDOW_SECONDS + MINUTE  # the first window of an hour reaches back five minutes
+
+DESCRIPTION = """\
+Summarise a recorded fleet per hour or per day: the busiest five-minute request rate,
+p95 TTFT and TPOT, peak KV usage, preemptions, flags raised, and load against the
+capacity the plan schedules for that hour (the plan recorded with the polls). Hours
+without data are shown as unknown (–), never as 0.
+
+With --plan FILE, compare the recorded week with that plan instead: each hour of the
+week (Monday first, on the plan's clock) observed against planned rps and token means,
+then a `workloads:` section with the suggested profile to paste over the plan's.
+"""
+
+EPILOG = """\
+times (--from, --to): 2026-11-30 14:00 (local), 2026-11-30T13:00Z, 14:00 (today), -2h, -3d, now, unix seconds.
+
+examples:
+  capcon history --by day                       the last 7 days, a line a day
+  capcon history --from -6h --fleet chat        the last 6 hours of fleet chat, a line an hour
+  capcon history --plan plans/chat.yaml         the last 7 days against the plan, with a suggested profile
+  capcon history --by day --json                for scripts
+
+exit status: 0 shown (also "no samples from A to B"); 2 bad input: a time, a zone, a plan,
+an unknown fleet or a missing or unreadable history file.
+"""
 
 
 def add_parser(sub):
-    parser = sub.add_parser("history", help="(being built)")
+    parser = sub.add_parser(
+        "history",
+        help="recorded hours and days: busiest rps, p95s, KV, flags, load; --plan: a week against the plan",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=__import__("argparse").RawDescriptionHelpFormatter,
+    )
+    add_history_options(parser)
+    parser.add_argument("--from", dest="start", metavar="WHEN", help="start (default: 24 hours ago; 7 days with --by day or --plan)")
+    parser.add_argument("--to", dest="end", metavar="WHEN", help="end (default: now)")
+    parser.add_argument("--by", choices=("hour", "day"), default=None, help="a line per hour (default) or per day")
+    parser.add_argument("--plan", metavar="FILE", help="compare the recorded week with this plan (with --by: summarise against its capacity)")
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.add_argument("--tz", metavar="ZONE", help="the clock hours and days are cut on (default: the plan's time zone, else local)")
     parser.set_defaults(run=run)
     return parser
 
 
+# --- shared with `capcon export` ---------------------------------------------
+
+
+def add_history_options(parser) -> None:
+    # `--from -2h` is a value, not an option: argparse reads values that look like negative numbers as such.
+    parser._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?\s*[smhdw]?$|^-\d*\.\d+$")
+    parser.add_argument("--db", metavar="PATH", help="the history file (default: history.sqlite in the user's data directory)")
+    parser.add_argument("--fleet", metavar="NAME", help="one fleet (default: every recorded fleet)")
+
+
+def default_db_path():
+    try:
+        from console.store.paths import default_history_path  # noqa: PLC0415
+    except ImportError:
+        import platformdirs  # noqa: PLC0415
+
+        return platformdirs.user_data_path("capcon") / "history.sqlite"
+    return default_history_path()
+
+
+def open_history(db: str | None) -> Store:
+    return Store.open(db if db else default_db_path(), read_only=True)
+
+
+def when_option(option: str, text: str | None, default: str, now: float, zone=None) -> float:
+    try:
+        return parse_when(text if text is not None else default, now, zone)
+    except ValueError as error:
+        raise UserError(f"{option} {error}") from None
+
+
+def time_range(args, now: float, default_from: str, zone=None) -> tuple[float, float]:
+    start = when_option("--from", args.start, default_from, now, zone)
+    end = when_option("--to", args.end, "now", now, zone)
+    if not end > start:
+        raise UserError(f"--from {format_when(start, zone)} is not before --to {format_when(end, zone)}; expected an earlier --from")
+    return start, end
+
+
+def chosen_fleets(store: Store, name: str | None) -> list[str]:
+    known = [f.name for f in store.fleets()]
+    if name is None:
+        if not known:
+            raise UserError(f"{store.path}: no fleet recorded yet; expected a file written by `capcon watch` or `capcon record`")
+        return known
+    if name not in known:
+        raise UserError(f"--fleet {name!r}: not in {store.path}; expected one of: {', '.join(known) or '(none recorded)'}")
+    return [name]
+
+
+# --- the summary -------------------------------------------------------------
+
+
+class _Plans:
+    """Recorded plan versions, parsed once each; a version this capcon cannot read counts as no plan."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.parsed: dict[int, Plan | None] = {}
+        self.unreadable: list[str] = []
+
+    def get(self, plan_id: int | None) -> Plan | None:
+        if plan_id is None:
+            return None
+        if plan_id not in self.parsed:
+            version = self.store.plan_version(plan_id)
+            try:
+                self.parsed[plan_id] = parse_plan(version.text, version.path or version.name) if version else None
+            except PlanError as error:
+                self.parsed[plan_id] = None
+                self.unreadable.append(str(error))
+        return self.parsed[plan_id]
+
+
+def hour_summaries(store: Store, fleet: str, start: float, end: float, zone, plans: _Plans, file_plan: Plan | None) -> list[Summary]:
+    """One summary per hour of `zone` overlapping [start, end), read an hour at a time (memory stays small)."""
+    flags = raised_flags(store, fleet, start, end)
+    summaries = []
+    for hour in hour_starts(start, end, zone):
+        span_start, span_end = max(hour, start), min(hour + 3600.0, end)
+        series = minute_series(store, fleet, span_start - LEAD_IN_SECONDS, span_end)
+        plan = file_plan or plans.get(plan_id_in_force(store, fleet, span_start, span_end))
+        expected = plan_hour(plan, hour, ZoneInfo(plan.timezone)) if plan is not None else None
+        summaries.append(summarise(series, span_start, span_end, flags, expected))
+    return summaries
+
+
+def day_summaries(hours: list[Summary], start: float, end: float, zone) -> list[Summary]:
+    starts = day_starts(start, end, zone)
+    grouped: list[list[Summary]] = [[] for _ in starts]
+    for hour in hours:
+        grouped[max(bisect_right(starts, hour.start) - 1, 0)].append(hour)
+    days = []
+    for i, day in enumerate(starts):
+        day_end = starts[i + 1] if i + 1 < len(starts) else end
+        days.append(combine(grouped[i], max(day, start), min(day_end, end)))
+    return days
+
+
+def _zone_name(zone) -> str:
+    key = getattr(zone, "key", None)
+    return key if key and key != "localtime" else "local time"
+
+
 def run(args) -> int:
-    raise UserError("history: not built yet")
+    now = time.time()
+    try:
+        chosen_zone = zone_named(args.tz) if args.tz else None
+    except ValueError as error:
+        raise UserError(f"--tz {error}") from None
+    file_plan = load_plan(args.plan) if args.plan else None
+    compare = file_plan is not None and args.by is None
+    by = args.by or "hour"
+    default_from = "-7d" if (compare or by == "day") else "-24h"
+    start, end = time_range(args, now, default_from, chosen_zone)
+    store = open_history(args.db)
+    try:
+        fleets = chosen_fleets(store, args.fleet)
+        plans = _Plans(store)
+        reports = []
+        for fleet in fleets:
+            recorded = plans.get(plan_id_in_force(store, fleet, start, end))
+            plan = file_plan or recorded
+            # With no plan in the range, the fleet's latest plan still names the clock its hours are read on.
+            clock = plan or plans.get(plan_id_in_force(store, fleet, -math.inf, math.inf))
+            if compare:
+                zone = ZoneInfo(file_plan.timezone)  # the week is cut on the plan's own clock
+            elif chosen_zone is not None:
+                zone = chosen_zone
+            else:
+                zone = ZoneInfo(clock.timezone) if clock is not None else local_zone()
+            hours = hour_summaries(store, fleet, start, end, zone, plans, file_plan)
+            first, last = recorded_span(store, fleet)
+            reports.append((fleet, zone, plan, hours, (first, last)))
+    finally:
+        store.close()
+    if compare:
+        fits = [(fleet, zone, hours, fit_week(hours, file_plan, zone)) for fleet, zone, _, hours, _ in reports]
+        _print_fits(args, start, end, file_plan, fits)
+        return 0
+    _print_summaries(args, by, start, end, reports, plans.unreadable)
+    return 0
+
+
+# --- output ------------------------------------------------------------------
+
+
+def _label(at: float, zone, by: str) -> str:
+    local = datetime.fromtimestamp(at, zone)
+    if by == "day":
+        return local.strftime("%a %m-%d")
+    label = local.strftime("%a %m-%d %H:%M")
+    if local.fold:  # the repeated hour when the clocks go back
+        label += local.strftime(" (%z)")[:5] + ")"
+    return label
+
+
+def _row_json(s: Summary, zone) -> dict:
+    return {
+        "start": iso_when(s.start, zone),
+        "end": iso_when(s.end, zone),
+        "start_unix": s.start,
+        "end_unix": s.end,
+        "replicas": s.replicas,
+        "busiest_rps": s.busiest_rps,
+        "busiest_at": iso_when(s.busiest_at, zone) if s.busiest_at is not None else None,
+        "ttft_p95_seconds": s.ttft_p95_seconds,
+        "tpot_p95_seconds": s.tpot_p95_seconds,
+        "tpot_from": s.tpot_from,
+        "kv_usage_max": s.kv_usage_max,
+        "preemptions": s.preemptions,
+        "requests": s.requests,
+        "restarts": s.restarts if s.has_data else None,
+        "flags_raised": s.flags_raised,
+        "flags_by_kind": dict(s.flags),
+        "mean_input_tokens": s.mean_input_tokens,
+        "mean_output_tokens": s.mean_output_tokens,
+        "planned_capacity_rps": s.plan.capacity_rps if s.plan else None,
+        "planned_rps": s.plan.planned_rps if s.plan else None,
+        "planned_replicas": s.plan.replicas if s.plan else None,
+        "load": s.load,
+    }
+
+
+def _print_summaries(args, by, start, end, reports, unreadable) -> None:
+    if args.json:
+        out = {"from": iso_when(start), "to": iso_when(end), "by": by, "fleets": []}
+        for fleet, zone, plan, hours, _ in reports:
+            rows = hours if by == "hour" else day_summaries(hours, start, end, zone)
+            out["fleets"].append({
+                "fleet": fleet,
+                "timezone": _zone_name(zone),
+                "plan": plan.name if plan else None,
+                "samples": any(h.has_data for h in hours),
+                "rows": [_row_json(r, zone) for r in rows],
+            })
+        if unreadable:
+            out["notes"] = [f"a recorded plan could not be read: {text}" for text in unreadable]
+        print(json.dumps(out, indent=2))
+        return
+    for n, (fleet, zone, plan, hours, (first, last)) in enumerate(reports):
+        if n:
+            print()
+        span = f"{format_when(start, zone)[:16]} to {format_when(end, zone)[:16]} ({_zone_name(zone)})"
+        if not any(h.has_data for h in hours):
+            recorded = f"; recorded from {format_when(first, zone)} to {format_when(last, zone)}" if first is not None else ""
+            print(f"fleet {fleet}: no samples from {span}{recorded}")
+            continue
+        rows = hours if by == "hour" else day_summaries(hours, start, end, zone)
+        print(f"fleet {fleet} · plan {plan.name if plan else '(none recorded)'}")
+        print(span)
+        print(_table(rows, zone, by))
+        if any(r.tpot_from == "itl" for r in rows):
+            print("TPOT95 from the inter-token histogram where the servers have no per-request TPOT.")
+        restarts = sum(r.restarts for r in rows)
+        if restarts:
+            print(f"{restarts} replica restart{'s' if restarts != 1 else ''} in the span: counts resume from each new process start.")
+    for text in unreadable:
+        print(f"note: a recorded plan could not be read ({text}); its hours show no load", file=sys.stderr)
+
+
+def _flags_text(s: Summary) -> str:
+    if s.flags_raised is None:
+        return fmt.UNKNOWN
+    return str(s.flags_raised)
+
+
+def _table(rows: list[Summary], zone, by: str) -> str:
+    hour = by == "hour"
+    headers = ["hour" if hour else "day", "busy rps", "TTFT95", "TPOT95", "KV max", "preempt", "flags", "load"]
+    if hour:
+        headers += ["plan cap", "flag kinds"]
+    lines = []
+    for s in rows:
+        cells = [
+            _label(s.start, zone, by),
+            fmt.rate(s.busiest_rps),
+            fmt.seconds(s.ttft_p95_seconds),
+            fmt.seconds(s.tpot_p95_seconds),
+            fmt.share(s.kv_usage_max),
+            fmt.count(s.preemptions),
+            _flags_text(s),
+            fmt.share(s.load),
+        ]
+        if hour:
+            cells += [fmt.rate(s.plan.capacity_rps) if s.plan else fmt.UNKNOWN, ", ".join(f"{k} {c}" if c > 1 else k for k, c in s.flags.items())]
+        lines.append(cells)
+    widths = [max(len(headers[i]), *(len(row[i]) for row in lines)) for i in range(len(headers))]
+    def line(cells):
+        parts = [cells[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(cells[1:-1], widths[1:-1])]
+        last = cells[-1].ljust(widths[-1]) if hour else cells[-1].rjust(widths[-1])
+        return "  ".join(parts + [last]).rstrip()
+    return "\n".join([line(headers)] + [line(cells) for cells in lines])
+
+
+def _print_fits(args, start, end, plan: Plan, fits) -> None:
+    if args.json:
+        out = {"from": iso_when(start), "to": iso_when(end), "plan": plan.name, "timezone": plan.timezone, "fleets": []}
+        for fleet, _zone, _hours, fit in fits:
+            out["fleets"].append(_fit_json(fleet, fit))
+        print(json.dumps(out, indent=2))
+        return
+    for n, (fleet, zone, hours, fit) in enumerate(fits):
+        if n:
+            print()
+        span = f"{format_when(start, zone)[:16]} to {format_when(end, zone)[:16]}"
+        if not fit.hours_with_data:
+            print(f"fleet {fleet}: no samples from {span} ({plan.timezone}); nothing to compare with plan {plan.name}")
+            continue
+        print(f"fleet {fleet} against plan {plan.name} · hours on {plan.timezone}")
+        print(f"{span} · {fit.hours_with_data} of 168 hours of the week observed")
+        print(_fit_table(fit))
+        print()
+        print(_tokens_line("input", fit.observed_input_mean, fit.planned_input_mean))
+        print(_tokens_line("output", fit.observed_output_mean, fit.planned_output_mean))
+        print()
+        print(fit.yaml, end="")
+
+
+def _tokens_line(which: str, observed, planned) -> str:
+    if observed is None:
+        return f"mean {which} tokens: no data recorded (plan {fmt.tokens(planned)})"
+    ratio = f" ({observed / planned:.2f} x plan)" if planned else ""
+    return f"mean {which} tokens: observed {observed:.0f}, plan {planned:.0f}{ratio}"
+
+
+def _fit_table(fit: WeekFit) -> str:
+    headers = ("hour", "observed", "planned", "obs/plan", "in obs", "in plan", "out obs", "out plan")
+    rows = []
+    for h in fit.hours:
+        rows.append((
+            f"{DAYS[h.weekday]} {h.hour:02d}:00",
+            fmt.rate(h.observed_rps),
+            fmt.rate(h.planned_rps),
+            f"{h.ratio:.2f}" if h.ratio is not None else fmt.UNKNOWN,
+            fmt.tokens(h.observed_input_mean),
+            fmt.tokens(h.planned_input_mean),
+            fmt.tokens(h.observed_output_mean),
+            fmt.tokens(h.planned_output_mean),
+        ))
+    widths = [max(len(headers[i]), *(len(r[i]) for r in rows)) for i in range(len(headers))]
+    def line(cells):
+        return "  ".join([cells[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:])])
+    return "\n".join([line(headers)] + [line(r) for r in rows])
+
+
+def _fit_json(fleet: str, fit: WeekFit) -> dict:
+    return {
+        "fleet": fleet,
+        "hours_with_data": fit.hours_with_data,
+        "hours": [
+            {
+                "weekday": DAYS[h.weekday],
+                "hour": h.hour,
+                "observed_rps": h.observed_rps,
+                "planned_rps": h.planned_rps,
+                "ratio": h.ratio,
+                "observed_input_mean": h.observed_input_mean,
+                "planned_input_mean": h.planned_input_mean,
+                "observed_output_mean": h.observed_output_mean,
+                "planned_output_mean": h.planned_output_mean,
+                "occurrences": h.occurrences,
+            }
+            for h in fit.hours
+        ],
+        "observed_input_mean": fit.observed_input_mean,
+        "planned_input_mean": fit.planned_input_mean,
+        "observed_output_mean": fit.observed_output_mean,
+        "planned_output_mean": fit.planned_output_mean,
+        "suggested_rps": {name: [list(day) for day in table] for name, table in fit.suggested_rps.items()},
+        "suggested_tokens": {
+            name: {"input_mean": t.input_mean, "input_p95": t.input_p95, "output_mean": t.output_mean, "output_max": t.output_max}
+            for name, t in fit.suggested_tokens.items()
+        },
+        "suggested_yaml": fit.yaml,
+    }

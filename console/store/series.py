@@ -1,0 +1,116 @@
+"""Per-minute series of a fleet's replicas, read from the history file for `capcon history`.
+
+Raw `samples` give, per replica and minute, the last sample of the minute and the
+minute's peaks of running, waiting and KV usage (SQLite does the grouping, so only
+one row per replica-minute is decoded); the `minutes` rollup table holds the same
+for spans whose raw samples retention has already folded away. Both are merged
+(raw wins where both hold a minute) and ordered by sample time.
+
+    series = minute_series(store, "chat", start, end)   # {replica url: [MinutePoint, ...]}
+"""
+
+from __future__ import annotations
+
+from console.fleet.hourly import MinutePoint
+from console.store.database import SAMPLE_READ_COLUMNS, Store, sample_from_columns
+
+_S_COLUMNS = ", ".join(f"s.{c}" for c in SAMPLE_READ_COLUMNS)
+_M_COLUMNS = ", ".join(f"m.{c}" for c in SAMPLE_READ_COLUMNS)
+
+# The last poll of each replica-minute with the minute's peaks, then that one row of samples.
+_RAW = f"""
+WITH last AS (
+    SELECT s.replica_id AS replica_id, CAST(p.at / 60 AS INTEGER) AS minute, max(p.at) AS last_at,
+           max(s.running) AS running_max, max(s.waiting) AS waiting_max, max(s.kv_usage) AS kv_usage_max
+    FROM polls p JOIN samples s ON s.poll_id = p.id
+    WHERE p.fleet_id = ? AND p.at >= ? AND p.at < ? AND s.sampled_at IS NOT NULL
+    GROUP BY s.replica_id, minute
+)
+SELECT last.replica_id, last.minute, last.running_max, last.waiting_max, last.kv_usage_max, {_S_COLUMNS}
+FROM last
+JOIN polls p ON p.fleet_id = ? AND p.at = last.last_at
+JOIN samples s ON s.poll_id = p.id AND s.replica_id = last.replica_id
+WHERE s.sampled_at IS NOT NULL
+"""
+
+_ROLLUP = f"""
+SELECT m.replica_id, CAST(m.minute / 60 AS INTEGER), m.running_max, m.waiting_max, m.kv_usage_max, {_M_COLUMNS}
+FROM minutes m
+WHERE m.fleet_id = ? AND m.minute >= ? AND m.minute < ? AND m.sampled_at IS NOT NULL
+"""
+
+
+def replica_urls(store: Store, fleet_id: int) -> dict[int, str]:
+    return dict(store.connection.execute("SELECT id, url FROM replicas WHERE fleet_id = ?", (fleet_id,)).fetchall())
+
+
+def minute_series(store: Store, fleet: str, start: float, end: float) -> dict[str, list[MinutePoint]]:
+    """Per replica (by URL), one point per minute whose poll falls in [start, end), oldest first."""
+    fleet_id = store.fleet_id(fleet)
+    if fleet_id is None:
+        return {}
+    found: dict[tuple[int, int], MinutePoint] = {}
+    # Rollups first, so the raw samples of the same minute replace them.
+    for query, params in ((_ROLLUP, (fleet_id, start, end)), (_RAW, (fleet_id, start, end, fleet_id))):
+        for replica_id, minute, running_max, waiting_max, kv_usage_max, *values in store.connection.execute(query, params):
+            sample = sample_from_columns(dict(zip(SAMPLE_READ_COLUMNS, values)), store.bounds)
+            found[(replica_id, minute)] = MinutePoint(sample, running_max, waiting_max, kv_usage_max)
+    urls = replica_urls(store, fleet_id)
+    series: dict[str, list[MinutePoint]] = {}
+    for (replica_id, _), point in found.items():
+        series.setdefault(urls.get(replica_id, str(replica_id)), []).append(point)
+    for points in series.values():
+        points.sort(key=lambda p: p.at)
+    return series
+
+
+def raised_flags(store: Store, fleet: str, start: float, end: float) -> list[tuple[float, str]]:
+    """(at, kind) of every flag raised in [start, end), oldest first."""
+    return store.connection.execute(
+        "SELECT e.at, e.kind FROM flag_events e JOIN fleets f ON f.id = e.fleet_id"
+        " WHERE f.name = ? AND e.change = 'raised' AND e.at >= ? AND e.at < ? ORDER BY e.at, e.id",
+        (fleet, start, end),
+    ).fetchall()
+
+
+def flags_by_hour(store: Store, fleet: str, starts: list[float], end: float) -> dict[float, dict[str, int]]:
+    """Raised flags counted by kind for each hour starting at `starts` (the last one ends at `end`)."""
+    from bisect import bisect_right  # noqa: PLC0415
+
+    counted: dict[float, dict[str, int]] = {start: {} for start in starts}
+    if not starts:
+        return counted
+    for at, kind in raised_flags(store, fleet, starts[0], end):
+        hour = starts[bisect_right(starts, at) - 1]
+        counted[hour][kind] = counted[hour].get(kind, 0) + 1
+    return counted
+
+
+def plan_id_in_force(store: Store, fleet: str, start: float, end: float) -> int | None:
+    """The plan recorded with the fleet's last poll (or rollup) in [start, end); None without one."""
+    fleet_id = store.fleet_id(fleet)
+    if fleet_id is None:
+        return None
+    row = store.connection.execute(
+        "SELECT plan_id FROM polls WHERE fleet_id = ? AND at >= ? AND at < ? AND plan_id IS NOT NULL ORDER BY at DESC LIMIT 1",
+        (fleet_id, start, end),
+    ).fetchone()
+    if row is None:
+        row = store.connection.execute(
+            "SELECT plan_id FROM minutes WHERE fleet_id = ? AND minute >= ? AND minute < ? AND plan_id IS NOT NULL"
+            " ORDER BY minute DESC LIMIT 1",
+            (fleet_id, start, end),
+        ).fetchone()
+    return row[0] if row else None
+
+
+def recorded_span(store: Store, fleet: str) -> tuple[float | None, float | None]:
+    """First and last recorded time of a fleet (polls and rollups)."""
+    fleet_id = store.fleet_id(fleet)
+    if fleet_id is None:
+        return None, None
+    polls = store.connection.execute("SELECT min(at), max(at) FROM polls WHERE fleet_id = ?", (fleet_id,)).fetchone()
+    rollups = store.connection.execute("SELECT min(minute), max(minute) FROM minutes WHERE fleet_id = ?", (fleet_id,)).fetchone()
+    firsts = [v for v in (polls[0], rollups[0]) if v is not None]
+    lasts = [v for v in (polls[1], rollups[1]) if v is not None]
+    return (min(firsts) if firsts else None, max(lasts) if lasts else None)

@@ -1,0 +1,116 @@
+"""Times people type and read: the one parser for --from, --to and seek, and the one way times are shown.
+
+Accepted (`parse_when`):
+
+    now                         the given `now`
+    -15m  -2h  -3d  -90s  -1w   relative to `now` (a leading + goes forward)
+    14:03  14:03:22             today (the day of `now`) in the local zone
+    2026-11-30                  midnight, local
+    2026-11-30 14:03[:22]       local; a `T` may replace the space
+    2026-11-30T14:03:22Z        with Z or an offset (+01:00): that instant
+    1764511402[.5]              unix seconds
+
+Local means the machine's zone unless a `zone` is passed (tests, `--tz`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import date, datetime, time, tzinfo
+
+EXPECTED = (
+    "expected an ISO date-time (2026-11-30 14:03, local unless it ends in Z or +01:00), "
+    "HH:MM (today), a relative time (-15m, -2h, -3d), now, or unix seconds"
+)
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+_RELATIVE = re.compile(r"^([+-])\s*(\d+(?:\.\d+)?)\s*([smhdw])$")
+_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
+_UNIX = re.compile(r"^\d+(?:\.\d+)?$")
+
+
+def _local(naive: datetime, zone: tzinfo | None) -> float:
+    """A wall-clock time in `zone` (the machine's when None) as unix seconds."""
+    if zone is None:
+        return naive.astimezone().timestamp()  # astimezone() on a naive time reads it as local
+    return naive.replace(tzinfo=zone).timestamp()
+
+
+def parse_when(text: str, now: float, zone: tzinfo | None = None) -> float:
+    """Unix seconds for `text`; ValueError says what was given and what was expected."""
+    given = (text or "").strip()
+    if not given:
+        raise ValueError(f"an empty time; {EXPECTED}")
+    lowered = given.lower()
+    if lowered == "now":
+        return float(now)
+    relative = _RELATIVE.match(lowered)
+    if relative:
+        sign, amount, unit = relative.groups()
+        offset = float(amount) * _UNITS[unit]
+        return float(now) + (offset if sign == "+" else -offset)
+    if _UNIX.match(given):
+        return float(given)
+    clock = _CLOCK.match(given)
+    if clock:
+        hour, minute, second = int(clock[1]), int(clock[2]), int(clock[3] or 0)
+        if hour > 23 or minute > 59 or second > 59:
+            raise ValueError(f"{given!r} is not a time of day; {EXPECTED}")
+        today = datetime.fromtimestamp(now, zone).date() if zone is not None else datetime.fromtimestamp(now).date()
+        return _local(datetime.combine(today, time(hour, minute, second)), zone)
+    iso = given[:-1] + "+00:00" if given[-1] in "zZ" else given
+    try:
+        parsed = datetime.fromisoformat(iso)
+    except ValueError:
+        try:
+            parsed = datetime.combine(date.fromisoformat(iso), time())
+        except ValueError:
+            raise ValueError(f"{given!r} is not a time capcon reads; {EXPECTED}") from None
+    if parsed.tzinfo is not None:
+        return parsed.timestamp()
+    return _local(parsed, zone)
+
+
+def format_when(at: float, zone: tzinfo | None = None) -> str:
+    """`2026-11-30 14:03:22` in the local zone (or `zone`); unknown as "–"."""
+    if at is None or not math.isfinite(at):
+        return "–"
+    moment = datetime.fromtimestamp(at, zone) if zone is not None else datetime.fromtimestamp(at)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def iso_when(at: float, zone: tzinfo | None = None) -> str:
+    """ISO 8601 with its offset (`2026-11-30T14:03:22+01:00`): for files that scripts read back."""
+    moment = datetime.fromtimestamp(at, zone) if zone is not None else datetime.fromtimestamp(at).astimezone()
+    return moment.isoformat(timespec="milliseconds" if at != int(at) else "seconds")
+
+
+def local_zone() -> tzinfo:
+    """The machine's time zone with its DST rules (TZ, else /etc/localtime), not just today's offset."""
+    import os  # noqa: PLC0415
+    from zoneinfo import ZoneInfo  # noqa: PLC0415
+
+    name = os.environ.get("TZ", "").lstrip(":")
+    if name:
+        try:
+            return ZoneInfo(name)
+        except (ValueError, OSError, KeyError):
+            pass
+    try:
+        with open("/etc/localtime", "rb") as file:
+            return ZoneInfo.from_file(file, key="localtime")
+    except (OSError, ValueError):
+        return datetime.now().astimezone().tzinfo
+
+
+def zone_named(name: str) -> tzinfo:
+    """`--tz`: an IANA zone name, UTC, or `local`; ValueError says what was expected."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # noqa: PLC0415
+
+    if name.strip().lower() == "local":
+        return local_zone()
+    try:
+        return ZoneInfo(name.strip())
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {name!r}; expected an IANA zone name such as UTC or Europe/Warsaw, or local") from None

@@ -1,0 +1,149 @@
+"""`capcon history` on a real history file whose traffic the test wrote, so every figure is known beforehand."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from console.cli import main
+from console.plan.schedule import replicas_needed
+from console.plan.schema import load_plan, parse_plan
+from console.store.database import Store
+from tests.fleet.test_hourly import FakeReplica
+from tests.store.test_series import record
+
+PLAN = "plans/internal-assistant-18rps.yaml"  # Europe/Warsaw
+WARSAW = ZoneInfo("Europe/Warsaw")
+NINE = datetime(2026, 11, 23, 9, tzinfo=WARSAW).timestamp()  # a Monday
+BURST_PER_POLL = 50  # extra requests at each poll from 09:20:00 to 09:24:30
+
+
+def poll_times():
+    """Every 30 s from 09:00 to 12:00, but nothing recorded from 10:00 to 11:00."""
+    for i in range(3 * 120):
+        at = NINE + 30 * i
+        if not NINE + 3600 <= at < NINE + 7200:
+            yield at
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    path = tmp_path_factory.mktemp("history") / "h.sqlite"
+    store = Store.open(path)
+    plan = load_plan(PLAN)
+    a, b = FakeReplica(), FakeReplica()
+    for at in poll_times():
+        burst = BURST_PER_POLL if NINE + 20 * 60 <= at < NINE + 25 * 60 else 0
+        a.serve(2 + burst, ttft=0.05, prompt=1000.0, output=300.0)
+        b.serve(1, ttft=0.3, prompt=3000.0, output=100.0, preempted=1 if at == NINE + 1800 else 0)
+        raised = ("kv",) if at == NINE + 40 * 60 else ("queue",) if at == NINE + 130 * 60 else ()
+        record(store, at, {"a": a.sample(at, kv=0.95 if at == NINE + 600 else 0.4), "b": b.sample(at)}, plan=plan, raised=raised)
+    store.close()
+    return str(path)
+
+
+def run(capsys, *argv):
+    code = main(["history", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_hours_show_the_known_burst_p95_flags_load_and_an_unknown_hour(history, capsys):
+    code, out, err = run(capsys, "--db", history, "--from", "2026-11-23T09:00+01:00", "--to", "2026-11-23T12:00+01:00", "--json")
+    assert code == 0, err
+    fleet = json.loads(out)["fleets"][0]
+    assert fleet["timezone"] == "Europe/Warsaw" and fleet["plan"] == "internal-assistant-18rps"
+    nine, ten, eleven = fleet["rows"]
+    # a: 2 a poll plus 50 at each of the 10 polls of the burst, b: 1 a poll; ten polls in the busiest five minutes.
+    assert math.isclose(nine["busiest_rps"], (10 * 2 + 10 * BURST_PER_POLL + 10 * 1) / 300)
+    assert nine["start"] == "2026-11-23T09:00:00+01:00"
+    # b's slow third of requests outside the burst: the fleet p95 sits in b's bucket (0.25, 0.5].
+    assert 0.25 < nine["ttft_p95_seconds"] <= 0.5
+    assert nine["kv_usage_max"] == 0.95
+    assert nine["preemptions"] == 1
+    assert nine["flags_raised"] == 1 and nine["flags_by_kind"] == {"kv": 1}
+    capacity = replicas_needed(load_plan(PLAN), 18.0) * load_plan(PLAN).capacity.rps_per_replica  # Monday 09:00 plans 18 rps
+    assert nine["planned_capacity_rps"] == capacity
+    assert math.isclose(nine["load"], nine["busiest_rps"] / capacity)
+    for key in ("busiest_rps", "ttft_p95_seconds", "kv_usage_max", "preemptions", "flags_raised", "load"):
+        assert ten[key] is None, key
+    assert eleven["flags_by_kind"] == {"queue": 1}
+    assert math.isclose(eleven["busiest_rps"], 3 / 30)
+
+
+def test_a_day_line_fits_80_columns_and_unknown_shows_as_a_dash(history, capsys):
+    code, out, _ = run(capsys, "--db", history, "--from", "2026-11-22T00:00+01:00", "--to", "2026-11-24T00:00+01:00", "--by", "day")
+    assert code == 0
+    lines = out.splitlines()
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    sunday = next(line for line in lines if line.startswith("Sun 11-22"))
+    monday = next(line for line in lines if line.startswith("Mon 11-23"))
+    assert set(sunday.split()[2:]) == {"–"}
+    assert "1.77" in monday.split()  # the busiest five minutes of the day: 530 requests / 300 s
+
+
+def test_the_hour_table_names_flag_kinds(history, capsys):
+    code, out, _ = run(capsys, "--db", history, "--from", "2026-11-23T09:00+01:00", "--to", "2026-11-23T12:00+01:00", "--tz", "UTC")
+    assert code == 0
+    rows = [line for line in out.splitlines() if line.startswith("Mon 11-23")]
+    assert [row.split()[2] for row in rows] == ["08:00", "09:00", "10:00"]  # cut on UTC's clock as asked
+    assert rows[0].endswith("kv") and rows[2].endswith("queue")
+
+
+def test_the_week_against_the_plan_suggests_a_profile_that_pastes_back(history, capsys):
+    code, out, _ = run(capsys, "--db", history, "--from", "2026-11-23T00:00+01:00", "--to", "2026-11-30T00:00+01:00",
+                       "--plan", PLAN, "--json")
+    assert code == 0
+    fleet = json.loads(out)["fleets"][0]
+    monday_nine = fleet["hours"][9]
+    assert (monday_nine["weekday"], monday_nine["hour"]) == ("mon", 9)
+    assert math.isclose(monday_nine["observed_rps"], 530 / 300)
+    assert monday_nine["planned_rps"] == 18
+    assert fleet["hours"][10]["observed_rps"] is None
+    # Prompts: a sends 1,000-token prompts, b 3,000; weighted by the requests each served. Per-minute points are
+    # the last poll of each minute, so each recorded stretch counts from its first minute's :30 poll: 2 x 118 polls.
+    counted_polls = 2 * (120 - 2)
+    a_requests, b_requests = 2 * counted_polls + 10 * BURST_PER_POLL, counted_polls
+    expected_input = (a_requests * 1000 + b_requests * 3000) / (a_requests + b_requests)
+    assert math.isclose(fleet["observed_input_mean"], expected_input, rel_tol=1e-9)
+    plan = load_plan(PLAN)
+    pasted = re.sub(r"(?ms)^workloads:.*?(?=^\S)", lambda _: fleet["suggested_yaml"], plan.source_text, count=1)
+    edited = parse_plan(pasted, PLAN).workloads[0]
+    assert edited.rps_by_hour[0][9] == round(530 / 300, 3)
+    assert edited.rps_by_hour[0][10] == plan.workloads[0].rps_by_hour[0][10]
+    assert edited.tokens.input_mean == round(expected_input)
+
+    code, text, _ = run(capsys, "--db", history, "--from", "2026-11-23T00:00+01:00", "--to", "2026-11-30T00:00+01:00", "--plan", PLAN)
+    assert "mon 09:00" in text and "workloads:" in text and "mean input tokens: observed" in text
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--from", "yesterday"], "--from 'yesterday' is not a time"),
+    (["--from", "now", "--to", "-1h"], "is not before --to"),
+    (["--fleet", "nope"], "--fleet 'nope': not in"),
+    (["--tz", "Mars/Olympus"], "unknown time zone"),
+    (["--plan", "no-such-plan.yaml"], "no such file"),
+])
+def test_bad_input_is_one_line_and_exit_2(history, capsys, argv, words):
+    code, out, err = run(capsys, "--db", history, *argv)
+    assert code == 2
+    assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_missing_file_is_one_line_and_exit_2(tmp_path, capsys):
+    code, _, err = run(capsys, "--db", str(tmp_path / "none.sqlite"))
+    assert code == 2 and "no such history file" in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_empty_range_says_so_and_exits_0(history, capsys):
+    code, out, _ = run(capsys, "--db", history, "--from", "2026-11-01T00:00+01:00", "--to", "2026-11-02T00:00+01:00")
+    assert code == 0
+    assert out.strip() == (
+        "fleet chat: no samples from 2026-11-01 00:00 to 2026-11-02 00:00 (Europe/Warsaw); "
+        "recorded from 2026-11-23 09:00:00 to 2026-11-23 11:59:30"
+    )

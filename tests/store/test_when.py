@@ -1,0 +1,65 @@
+"""The one time parser for --from, --to and seek, and how times are shown."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from console.store.when import format_when, iso_when, parse_when, zone_named
+
+WARSAW = ZoneInfo("Europe/Warsaw")
+NOW = datetime(2026, 11, 30, 14, 3, 22, tzinfo=timezone.utc).timestamp()  # 15:03:22 in Warsaw
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("now", NOW),
+    ("NOW", NOW),
+    ("-15m", NOW - 900),
+    ("-2h", NOW - 7200),
+    ("-3d", NOW - 3 * 86400),
+    ("-90s", NOW - 90),
+    ("-1w", NOW - 7 * 86400),
+    ("+1.5h", NOW + 5400),
+    ("1764511402", 1764511402.0),
+    ("1764511402.25", 1764511402.25),
+    ("2026-11-30T13:00:00Z", datetime(2026, 11, 30, 13, tzinfo=timezone.utc).timestamp()),
+    ("2026-11-30T13:00+05:30", datetime(2026, 11, 30, 7, 30, tzinfo=timezone.utc).timestamp()),
+    ("2026-11-30 14:03", datetime(2026, 11, 30, 14, 3, tzinfo=WARSAW).timestamp()),
+    ("2026-11-30T14:03:22", datetime(2026, 11, 30, 14, 3, 22, tzinfo=WARSAW).timestamp()),
+    ("2026-11-30", datetime(2026, 11, 30, tzinfo=WARSAW).timestamp()),
+    ("09:30", datetime(2026, 11, 30, 9, 30, tzinfo=WARSAW).timestamp()),
+    ("09:30:15", datetime(2026, 11, 30, 9, 30, 15, tzinfo=WARSAW).timestamp()),
+    ("2026-07-01 12:00", datetime(2026, 7, 1, 10, tzinfo=timezone.utc).timestamp()),  # summer time: +02:00
+])
+def test_accepted_forms(text, expected):
+    assert parse_when(text, NOW, WARSAW) == expected
+
+
+def test_hh_mm_is_today_in_the_given_zone_not_in_utc():
+    late = datetime(2026, 11, 30, 23, 30, tzinfo=timezone.utc).timestamp()  # already Dec 1 in Warsaw
+    assert parse_when("08:00", late, WARSAW) == datetime(2026, 12, 1, 8, tzinfo=WARSAW).timestamp()
+
+
+@pytest.mark.parametrize("text", ["", "yesterday", "-5x", "25:00", "12:61", "2026-13-01", "2026-11-31 10:00", "--2h"])
+def test_rejected_forms_say_what_was_expected(text):
+    with pytest.raises(ValueError) as caught:
+        parse_when(text, NOW, WARSAW)
+    message = str(caught.value)
+    assert "expected an ISO date-time" in message and "-2h" in message and "\n" not in message
+
+
+def test_times_are_shown_in_local_or_the_given_zone():
+    assert format_when(NOW, WARSAW) == "2026-11-30 15:03:22"
+    assert format_when(NOW, timezone.utc) == "2026-11-30 14:03:22"
+    assert iso_when(NOW, WARSAW) == "2026-11-30T15:03:22+01:00"
+    assert parse_when(iso_when(NOW + 0.5, WARSAW), 0.0) == NOW + 0.5
+    assert format_when(None) == "–"
+
+
+def test_zone_names():
+    assert zone_named("Europe/Warsaw").key == "Europe/Warsaw"
+    assert zone_named("local") is not None
+    with pytest.raises(ValueError, match="unknown time zone 'Mars/Olympus'"):
+        zone_named("Mars/Olympus")
