@@ -86,6 +86,14 @@ def layout_of(blob: bytes) -> int:
 
 def decode(blob: bytes, bounds: tuple[float, ...]) -> Histogram:
     """The histogram in `blob`, whose layout's bounds are `bounds`."""
+    try:
+        return _decode(blob, bounds)
+    except (struct.error, OverflowError):
+        # A damaged blob cut inside a double, or a varint too large for a float.
+        raise CodecError("histogram blob is damaged") from None
+
+
+def _decode(blob: bytes, bounds: tuple[float, ...]) -> Histogram:
     if not blob or blob[0] not in (WHOLE, FRACTIONAL):
         raise CodecError("not a stored histogram")
     whole = blob[0] == WHOLE
