@@ -25,7 +25,8 @@ EPILOG = """\
 examples:
   capcon demo
   capcon demo --replicas 3 --time-scale 60 --start 'mon 07:30'
-  capcon demo --plan plans/chat-8b-l40s.yaml --read-only"""
+  capcon demo --plan plans/chat-8b-l40s.yaml --read-only
+  capcon demo --db demo-history.sqlite     # record the demo (for replay, history, export)"""
 
 DEMO_REPLICAS = 5
 # A simulated day in five minutes: a morning ramp shows within a minute or two.
@@ -56,6 +57,10 @@ def add_parser(sub):
     parser.add_argument("--window", type=_positive(float), default=DEMO_WINDOW_SECONDS, metavar="S", help=f"seconds the rates and percentiles cover (default {DEMO_WINDOW_SECONDS:g})")
     parser.add_argument("--read-only", action="store_true", help="dim the keys that change the fleet (spike, fault)")
     parser.add_argument("--theme", default=None, metavar="NAME", help="Textual theme (default ansi-dark: the terminal's own colours)")
+    from console.commands.recording import add_recording_options
+
+    # Off unless --db: a demo should not fill the user's own history.
+    add_recording_options(parser, default_on=False)
     parser.set_defaults(run=run)
     return parser
 
@@ -73,8 +78,11 @@ def run(args) -> int:
     if args.window < args.interval:
         raise UserError(f"--window {args.window:g}: shorter than --interval {args.interval:g}; expected a window of at least the interval")
     plan = load_plan(args.plan or demo_plan_path())
+    from console.commands.recording import history_path, retention_of
+
+    retention_of(args)
     try:
-        return asyncio.run(_demo(plan, args))
+        return asyncio.run(_demo(plan, args, history_path(args, default_on=False)))
     except OSError as error:  # a port could not be bound, and the like
         raise UserError(f"the simulated fleet could not start: {error}") from None
 
@@ -94,17 +102,22 @@ def fleet_handle(sim, plan, window_seconds: float, interval_seconds: float):
     return FleetHandle(plan.name, plan, watcher, plan_clock=lambda now: week_time(sim.traffic.week_seconds()))
 
 
-async def _demo(plan, args) -> int:
+async def _demo(plan, args, path=None) -> int:
+    """The console on a simulated fleet; recording to `path` when given (--db)."""
+    from console.commands.recording import recording
     from console.sim.fleet import SimFleet
     from console.tui.app import DEFAULT_THEME, ConsoleApp
 
     async with SimFleet(plan, replicas=args.replicas, speed=args.time_scale, seed=args.seed, start_week_seconds=args.start) as sim:
-        app = ConsoleApp(
-            [fleet_handle(sim, plan, args.window, args.interval)],
-            interval=args.interval,
-            read_only=args.read_only,
-            demo=sim,
-            theme=args.theme or DEFAULT_THEME,
-        )
-        await app.run_async()
+        handle = fleet_handle(sim, plan, args.window, args.interval)
+        with recording(path, args, [handle], "demo") as recorder:
+            app = ConsoleApp(
+                [handle],
+                interval=args.interval,
+                read_only=args.read_only,
+                demo=sim,
+                theme=args.theme or DEFAULT_THEME,
+                recorder=recorder,
+            )
+            await app.run_async()
     return int(app.return_code or 0)

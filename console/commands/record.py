@@ -1,15 +1,185 @@
-"""`capcon record` (being built)."""
+"""`capcon record`: the console's poll loop without the console, writing every poll to the history file.
+
+For a recorder that runs for weeks on a bastion: the same sources, window and flags as
+`capcon watch`, one poll at a time per fleet (the next starts `--interval` after the last one
+finished), each poll handed to the recorder's writer thread. SIGTERM or Ctrl+C stops it
+cleanly: what is queued is written (within a few seconds), then exit 0.
+"""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import math
+import signal
+import sys
+import time
+
+from console.commands.recording import (
+    add_recording_options,
+    history_path,
+    open_recorder,
+    retention_of,
+)
 from console.errors import UserError
+
+DESCRIPTION = """\
+Record one or more vLLM fleets to the history file without opening the console:
+the same scrape or Prometheus source, window and flags as `capcon watch`, so
+`capcon replay`, `capcon history` and `capcon export` read what it wrote. Several
+plans record several fleets into one file. A file that another writer locks, that
+is read-only or full is reported on stderr and recording goes on: polls wait in
+memory (up to ten minutes of them) and land when the file takes writes again.
+"""
+
+EPILOG = """\
+exit status: 0 stopped by SIGTERM, Ctrl+C or --duration; 2 bad input (a plan, an argument, a --db
+that is not a capcon history).
+examples:
+  capcon record plans/chat-8b-l40s.yaml                       # the plan's fleet, to the default file
+  capcon record --target 10.0.0.5:8000 --target 10.0.0.6:8000 --db /var/lib/capcon/history.sqlite
+  capcon record plans/assistant-70b.yaml plans/chat-8b-l40s.yaml --interval 5 --keep-raw 7d"""
+
+MIN_INTERVAL = 1.0  # as the console: a faster poll only burns the bastion's CPU and the disk
 
 
 def add_parser(sub):
-    parser = sub.add_parser("record", help="(being built)")
-    parser.set_defaults(run=run)
+    parser = sub.add_parser(
+        "record",
+        help="record fleets to the history file without the console (a recorder for a bastion)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("plan", nargs="*", metavar="PLAN", help="plan file(s); each plan's fleet section names its targets; several plans record several fleets")
+    parser.add_argument("--target", action="append", default=[], metavar="URL", help="a replica's URL (host:port, or a full /metrics URL); repeat for each")
+    parser.add_argument("--source", choices=("scrape", "prometheus"), default=None, help="scrape replicas directly (default) or query Prometheus")
+    parser.add_argument("--prometheus", metavar="URL", help="Prometheus (or Thanos, Mimir) base URL, for --source prometheus")
+    parser.add_argument("--selector", default=None, metavar="SEL", help='PromQL label matchers choosing the fleet, e.g. \'job="vllm"\'')
+    parser.add_argument("--interval", type=float, default=2.0, metavar="S", help=f"seconds between polls (default 2, at least {MIN_INTERVAL:g})")
+    parser.add_argument("--window", type=float, default=None, metavar="S", help="seconds the recorded flags' rates and percentiles cover (default 60)")
+    parser.add_argument("--timeout", type=float, default=None, metavar="S", help="per-target (or per-query) timeout in seconds (default: the interval, at most 5)")
+    parser.add_argument("--token-env", metavar="VAR", help="send a bearer token read from this environment variable")
+    parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
+    parser.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds (default: until SIGTERM or Ctrl+C)")
+    add_recording_options(parser, default_on=True, offer_no_record=False)
+    # build_source (shared with watch) reads these; a recorder never runs the --once path.
+    parser.set_defaults(run=run, once=False, no_record=False)
     return parser
 
 
+def _check(args) -> None:
+    if not math.isfinite(args.interval) or args.interval < MIN_INTERVAL:
+        raise UserError(f"--interval {args.interval:g}: expected at least {MIN_INTERVAL:g} seconds")
+    if args.window is not None and (not math.isfinite(args.window) or args.window < args.interval):
+        raise UserError(f"--window {args.window:g}: expected a number of seconds of at least --interval ({args.interval:g})")
+    if args.timeout is not None and (not math.isfinite(args.timeout) or args.timeout <= 0):
+        raise UserError(f"--timeout {args.timeout:g}: expected a positive number of seconds")
+    if args.duration is not None and (not math.isfinite(args.duration) or args.duration <= 0):
+        raise UserError(f"--duration {args.duration:g}: expected a positive number of seconds")
+    retention_of(args)
+
+
+def _handles(args, plans):
+    from console.commands.watch import (
+        _check_fleets,
+        _fleet_watchers,
+        _window_seconds,
+        build_source,
+        source_kind,
+    )
+    from console.fleet_handle import FleetHandle
+    from console.watcher import Watcher
+
+    if len(plans) > 1:
+        _check_fleets(args, plans)
+        return [FleetHandle(plan.name, plan, watcher) for plan, watcher in zip(plans, _fleet_watchers(args, plans))]
+    plan = plans[0] if plans else None
+    watcher = Watcher(build_source(args, plans), _window_seconds(args, source_kind(args, plans)), plan=plan, interval_seconds=args.interval)
+    return [FleetHandle(plan.name if plan else "fleet", plan, watcher)]
+
+
 def run(args) -> int:
-    raise UserError("record: not built yet")
+    from console.commands.watch import _load_plans
+
+    _check(args)
+    _, plans = _load_plans(args.plan)
+    handles = _handles(args, plans)
+    path = history_path(args)
+    recorder = open_recorder(path, args, on_change=_say_state)
+    source = handles[0].watcher.source_name
+    targets = sum(len(getattr(h.watcher.source, "targets", None) or ()) for h in handles)
+    counted = f"{targets} target{'' if targets == 1 else 's'}, " if targets else ""
+    fleets = ", ".join(repr(h.name) for h in handles)
+    print(
+        f"recording to {path}: {fleets} ({counted}{source}), every {args.interval:g} s, window {handles[0].watcher.window_seconds:g} s",
+        flush=True,
+    )
+    recorder.start(detail={"command": "record", "fleets": [h.name for h in handles], "interval": args.interval})
+    try:
+        asyncio.run(_record(handles, recorder, args.interval, args.duration))
+    finally:
+        from console.commands.recording import close_recorder
+
+        close_recorder(recorder, "record")
+    status = recorder.status
+    print(f"stopped: {status.written} polls written to {path}", flush=True)
+    return 0
+
+
+def _say_state(status) -> None:
+    """One stderr line each time the file starts or stops taking writes."""
+    if status.state == "recording":
+        print(f"capcon record: recording again ({status.written} polls written so far)", file=sys.stderr, flush=True)
+    elif status.state in ("locked", "read-only", "full"):
+        print(f"capcon record: history {status.state}: {status.detail}; polls wait in memory ({status.path})", file=sys.stderr, flush=True)
+    elif status.state == "error":
+        print(f"capcon record: history error: {status.detail} ({status.path})", file=sys.stderr, flush=True)
+
+
+async def _record(handles, recorder, interval: float, duration: float | None) -> None:
+    """Poll every fleet until SIGTERM, SIGINT or `duration`; each fleet on its own chain of polls."""
+    from console.store.poll_feed import PollFeed
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    if duration is not None:
+        loop.call_later(duration, stop.set)
+    feeds = [PollFeed(handle, recorder, interval) for handle in handles]
+    loops = [asyncio.create_task(_poll_loop(feed, interval, stop), name=f"record-{feed.handle.name}") for feed in feeds]
+    try:
+        await stop.wait()
+    finally:
+        for task in loops:
+            task.cancel()  # a poll in flight is not recorded: it never finished
+        await asyncio.gather(*loops, return_exceptions=True)
+        for handle in handles:
+            close = getattr(handle.watcher, "aclose", None)
+            if close is not None:
+                try:
+                    await close()
+                except Exception:  # noqa: BLE001 - stopping anyway
+                    pass
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+
+async def _poll_loop(feed, interval: float, stop: asyncio.Event) -> None:
+    """Polls never overlap: the next one starts `interval` after the last one finished."""
+    failing = ""
+    while not stop.is_set():
+        try:
+            figures = await feed.handle.watcher.poll()
+            feed.add(figures, time.time())
+            failing = ""
+        except Exception as error:  # noqa: BLE001 - a failing source is reported and polled again
+            words = f"{type(error).__name__}: {error}"
+            if words != failing:
+                print(f"capcon record: {feed.handle.name}: poll failed: {words}", file=sys.stderr, flush=True)
+            failing = words
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=interval)
+        except TimeoutError:
+            pass

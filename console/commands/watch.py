@@ -12,11 +12,19 @@ import json
 import math
 import shutil
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
+from console.commands.recording import (
+    add_recording_options,
+    history_path,
+    recording,
+    retention_of,
+)
 from console.errors import UserError
 from console.fleet import format as fmt
+from console.fleet_handle import FleetHandle
 from console.metrics.figures import Figures, FleetFigures
 from console.watcher import Watcher
 
@@ -57,12 +65,15 @@ def add_parser(sub):
             "Without --once the console opens: the fleet table next to the plan, trends and flags."
         ),
         epilog=(
-            "exit status: 0 done; 1 (--once) no target answered; 2 bad input (a plan file, an argument).\n"
+            "exit status: 0 done; 1 (--once) no target answered; 2 bad input (a plan file, an argument,\n"
+            "a --db that is not a capcon history).\n"
             "examples:\n"
             "  capcon watch --target 10.0.0.5:8000 --target 10.0.0.6:8000 plans/chat-8b-l40s.yaml\n"
             "  capcon watch --target 10.0.0.5:8000 --once --json --interval 5\n"
             "  capcon watch --source prometheus --prometheus http://prom:9090 --selector 'job=\"vllm\"' --window 300\n"
-            "  capcon watch plans/assistant-70b.yaml plans/chat-8b-l40s.yaml   # one fleet per plan, with an overview"
+            "  capcon watch plans/assistant-70b.yaml plans/chat-8b-l40s.yaml   # one fleet per plan, with an overview\n"
+            "recording: the console records every poll to the history file (--db, default in the user's data\n"
+            "directory) unless --no-record; --once records only when --db is given."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -80,6 +91,7 @@ def add_parser(sub):
     parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
     parser.add_argument("--read-only", action="store_true", help="console: dim every key that changes the fleet")
     parser.add_argument("--theme", default=None, metavar="NAME", help="console: Textual theme (default ansi-dark, the terminal's own 16 colours); with --once it is still checked")
+    add_recording_options(parser, default_on=True)
     parser.set_defaults(run=run)
     return parser
 
@@ -117,6 +129,8 @@ def _check(args) -> None:
         raise UserError(f"--timeout {args.timeout:g}: expected a positive number of seconds")
     if args.json and not args.once:
         raise UserError("--json: only with --once (the interactive console has no JSON output)")
+    if args.keep_raw is not None or args.keep_minutes is not None:
+        retention_of(args)  # checked before any fleet is watched
 
 
 def _load_plans(paths: list[str]):
@@ -190,18 +204,36 @@ def build_source(args, plans):
 def run(args) -> int:
     _check(args)
     plan, plans = _load_plans(args.plan)
+    path = history_path(args)
     if len(plans) > 1:
         _check_fleets(args, plans)
-        return _once_for_fleets(args, plans) if args.once else _console_for_fleets(args, plans)
+        return _once_for_fleets(args, plans, path) if args.once else _console_for_fleets(args, plans, path)
     source = build_source(args, plans)
     watcher = Watcher(source, _window_seconds(args, source_kind(args, plans)), plan=plan, interval_seconds=args.interval)
+    handle = FleetHandle(plan.name if plan else "fleet", plan, watcher)
     if args.once:
-        figures = asyncio.run(_twice(watcher, args.interval, args.window is not None))
+        with recording(path, args, [handle], "watch") as recorder:
+            figures = asyncio.run(_twice(watcher, args.interval, args.window is not None, _feed(handle, recorder, args)))
         print(json.dumps(once_json(figures), indent=2) if args.json else render_table(figures, _terminal_width()))
         return 0 if any_answered(figures) else 1
-    from console.tui.app import FleetHandle, open_console
+    return _console(args, [handle], path)
 
-    return int(open_console([FleetHandle(plan.name if plan else "fleet", plan, watcher)], args) or 0)
+
+def _console(args, handles: list[FleetHandle], path: Path | None) -> int:
+    """The console on `handles`, recording to `path` (None: not recording); the recorder closes after it."""
+    from console.tui.app import open_console
+
+    with recording(path, args, handles, "watch") as recorder:
+        return int(open_console(handles, args, recorder=recorder) or 0)
+
+
+def _feed(handle: FleetHandle, recorder, args):
+    """With --once --db: each of the two polls goes to the history like a console poll."""
+    if recorder is None:
+        return None
+    from console.store.poll_feed import PollFeed
+
+    return PollFeed(handle, recorder, args.interval)
 
 
 def _check_fleets(args, plans) -> None:
@@ -228,14 +260,18 @@ def _fleet_watchers(args, plans) -> list[Watcher]:
     ]
 
 
-def _once_for_fleets(args, plans) -> int:
+def _once_for_fleets(args, plans, path: Path | None = None) -> int:
     """Several plans with --once: one block (or JSON entry) per fleet, never one merged fleet."""
     watchers = _fleet_watchers(args, plans)
+    handles = [FleetHandle(plan.name, plan, watcher) for plan, watcher in zip(plans, watchers)]
 
-    async def poll_all() -> list[FleetFigures]:
-        return list(await asyncio.gather(*(_twice(w, args.interval, args.window is not None) for w in watchers)))
+    async def poll_all(recorder) -> list[FleetFigures]:
+        return list(await asyncio.gather(*(
+            _twice(h.watcher, args.interval, args.window is not None, _feed(h, recorder, args)) for h in handles
+        )))
 
-    results = asyncio.run(poll_all())
+    with recording(path, args, handles, "watch") as recorder:
+        results = asyncio.run(poll_all(recorder))
     if args.json:
         fleets = [{"plan": plan.name, "plan_file": path, **once_json(figures)} for path, plan, figures in zip(args.plan, plans, results)]
         print(json.dumps({"fleets": fleets}, indent=2))
@@ -245,22 +281,27 @@ def _once_for_fleets(args, plans) -> int:
     return 0 if any(any_answered(figures) for figures in results) else 1
 
 
-def _console_for_fleets(args, plans) -> int:
+def _console_for_fleets(args, plans, path: Path | None = None) -> int:
     """Several plans: one fleet each, from its own fleet section, with an overview screen."""
-    from console.tui.app import FleetHandle, open_console
-
     handles = [FleetHandle(plan.name, plan, watcher) for plan, watcher in zip(plans, _fleet_watchers(args, plans))]
-    return int(open_console(handles, args) or 0)
+    return _console(args, handles, path)
 
 
-async def _twice(watcher: Watcher, interval: float, explicit_window: bool) -> FleetFigures:
-    """Scrape: two samples an interval apart. Prometheus computes its own window: one answer."""
+async def _twice(watcher: Watcher, interval: float, explicit_window: bool, feed=None) -> FleetFigures:
+    """Scrape: two samples an interval apart. Prometheus computes its own window: one answer.
+
+    `feed` (a PollFeed, with --once --db) records each poll as the console would.
+    """
     try:
         first = await watcher.poll()
+        if feed is not None:
+            feed.add(first, time.time())
         if watcher.source_name != "scrape":
             return first
         await asyncio.sleep(interval)
         second = await watcher.poll()
+        if feed is not None:
+            feed.add(second, time.time())
     finally:
         await watcher.aclose()
     if explicit_window:

@@ -1,21 +1,59 @@
 """The recorder: writes polls to the history file on a thread of its own, so the console never waits on disk.
 
-CONTRACT (implementation to follow):
-
     recorder = Recorder(path, retention=Retention())   # raises HistoryError when `path` is not a history file
-    recorder.start()                                     # starts the writer thread
+    recorder.start(detail={"fleets": [...]})            # starts the writer thread, records "recording_started"
     recorder.submit(record)                              # never blocks; queued for the thread
     recorder.event(at, kind, fleet=None, subject=None, detail=None)
     recorder.status                                      # RecorderStatus, read by the header every second
     recorder.close(timeout=5.0)                          # writes what is queued (bounded), stops the thread
+
+A file that refuses writes (locked by another writer, read-only, full) is a state, not an
+end: polls wait in memory (at most MAX_WAITING_SECONDS of them, or MAX_WAITING items; the
+oldest go first and are counted in `dropped`) and land when the file takes writes again.
+Each poll is its own transaction, so a recorder killed mid-write loses at most the poll
+it was writing: the last interval.
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import os
+import sqlite3
+import threading
+import time
+from collections import deque
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
+from typing import Callable, Literal
+
+from console.store.database import BUSY_TIMEOUT_MS, HistoryError, Store
+from console.store.records import PollRecord
+from console.store.retention import Retention
 
 RecorderState = Literal["recording", "locked", "read-only", "full", "error", "stopped"]
+
+# Polls kept in memory while the file refuses writes: ten minutes of them, and never more
+# than MAX_WAITING records (many fleets at a fast interval), oldest dropped first.
+MAX_WAITING_SECONDS = 600.0
+MAX_WAITING = 3000
+RETRY_SECONDS = 1.0  # how soon a refused write (or open) is tried again
+RETENTION_EVERY_SECONDS = 600.0
+# One retention round does at most this many small transactions (an hour of raw data each),
+# then the queued polls go first; a backlog (the first start on an old file) is worked off
+# RETENTION_CATCH_UP_SECONDS apart.
+RETENTION_CHUNKS = 8
+RETENTION_CATCH_UP_SECONDS = 1.0
+
+STARTED = "recording_started"
+STOPPED = "recording_stopped"
+
+# Short words for the header ("✖ rec locked: another writer holds it, 12 waiting").
+REASONS = {
+    "locked": "another writer holds it",
+    "read-only": "not writable",
+    "full": "disk or size limit full",
+}
 
 
 @dataclass(frozen=True)
@@ -26,3 +64,331 @@ class RecorderStatus:
     waiting: int = 0  # polls queued, not yet written
     dropped: int = 0  # polls given up because the queue was full for too long
     path: str = ""
+
+
+@dataclass(frozen=True)
+class _Event:
+    at: float
+    kind: str
+    fleet: str | None
+    subject: str | None
+    detail: dict | None
+
+
+def state_of(error: BaseException) -> tuple[RecorderState, str]:
+    """The recorder state an SQLite (or opening) error means, with words for the header."""
+    code = getattr(error, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    text = str(error)
+    lowered = text.lower()
+    if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "database is locked" in lowered:
+        return "locked", REASONS["locked"]
+    if primary == sqlite3.SQLITE_FULL or "disk is full" in lowered or "no space left" in lowered:
+        return "full", REASONS["full"]
+    if (
+        primary in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_CANTOPEN)
+        or "readonly" in lowered
+        or "permission denied" in lowered
+        or "operation not permitted" in lowered
+        or "unable to open database file" in lowered
+    ):
+        return "read-only", REASONS["read-only"]
+    return "error", text
+
+
+def _apply_retention():
+    """`apply_retention` when this build has it (None until then): looked up late, so recording never waits on it."""
+    try:
+        module = importlib.import_module("console.store.retention")
+    except Exception:  # noqa: BLE001 - a retention module that does not load must not stop the recording
+        return None
+    return getattr(module, "apply_retention", None)
+
+
+class Recorder:
+    def __init__(
+        self,
+        path: str | Path,
+        retention: Retention | None = None,
+        *,
+        open_store: Callable[[str], Store] = Store.open,
+        clock: Callable[[], float] = time.time,
+        on_change: Callable[[RecorderStatus], None] | None = None,
+        max_waiting: int = MAX_WAITING,
+        max_waiting_seconds: float = MAX_WAITING_SECONDS,
+        retry_seconds: float = RETRY_SECONDS,
+        retention_every: float = RETENTION_EVERY_SECONDS,
+    ) -> None:
+        self.path = str(path)
+        self.retention = retention or Retention()
+        self._open_store = open_store
+        self._clock = clock
+        self._on_change = on_change
+        self._max_waiting = max_waiting
+        self._max_waiting_seconds = max_waiting_seconds
+        self._retry_seconds = retry_seconds
+        self._retention_every = retention_every
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._queue: deque[tuple[float, PollRecord | _Event]] = deque()  # (submitted at, monotonic; record)
+        self._in_hand: tuple[float, PollRecord | _Event] | None = None  # the entry being written, out of the queue
+        self._state: RecorderState = "recording"
+        self._reason = ""
+        self._written = 0
+        self._dropped = 0
+        self._retention_problem = ""
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._deadline = 0.0
+        self._retry_at = 0.0
+        self._store: Store | None = None
+        self._check_parent()
+        self._store = self._open(raise_bad_file=True)
+
+    # --- what the console and `capcon record` call ---------------------------
+
+    @property
+    def status(self) -> RecorderStatus:
+        with self._lock:
+            return self._status()
+
+    def start(self, detail: dict | None = None) -> None:
+        """Start the writer thread; the first record is a "recording_started" event (pid plus `detail`)."""
+        if self._thread is not None:
+            return
+        self.event(self._clock(), STARTED, detail={"pid": os.getpid(), **(detail or {})})
+        self._thread = threading.Thread(target=self._run, name="capcon-recorder", daemon=True)
+        self._thread.start()
+
+    def submit(self, record: PollRecord) -> None:
+        """Queue one poll for the writer thread; never waits on the file."""
+        self._put(record)
+
+    def event(self, at: float, kind: str, fleet: str | None = None, subject: str | None = None, detail: dict | None = None) -> None:
+        self._put(_Event(at, kind, fleet, subject, detail))
+
+    def close(self, timeout: float = 5.0) -> RecorderStatus:
+        """Write what is queued within `timeout` seconds, record "recording_stopped", stop; never hangs."""
+        if self._thread is None:
+            self._finish()
+            return self.status
+        # Its counts are filled in when it is written, after every poll queued before it.
+        self.event(self._clock(), STOPPED, detail={"pid": os.getpid()})
+        with self._wake:
+            if not self._stopping:
+                self._stopping = True
+                self._deadline = time.monotonic() + max(timeout, 0.0)
+            self._wake.notify_all()
+        self._thread.join(max(timeout, 0.0) + 0.5)
+        if self._thread.is_alive():
+            store = self._store
+            if store is not None:
+                store.connection.interrupt()  # a statement past its deadline: give up on it
+            self._thread.join(0.5)
+        if self._thread.is_alive():
+            # Still inside SQLite's busy wait: it leaves by itself (a daemon thread, past its
+            # deadline it writes nothing more); the exit does not wait for it.
+            self._set_state("stopped")
+        return self.status
+
+    # --- the queue -------------------------------------------------------------
+
+    def _put(self, record: PollRecord | _Event) -> None:
+        with self._wake:
+            if self._stopping and self._thread is not None and not self._thread.is_alive():
+                self._dropped += isinstance(record, PollRecord)
+                return
+            now = time.monotonic()
+            self._queue.append((now, record))
+            while self._queue and (
+                len(self._queue) > self._max_waiting or now - self._queue[0][0] > self._max_waiting_seconds
+            ):
+                _, old = self._queue.popleft()
+                self._dropped += isinstance(old, PollRecord)
+            self._wake.notify()
+
+    def _take(self) -> PollRecord | _Event | None:
+        with self._lock:
+            if not self._queue:
+                return None
+            self._in_hand = self._queue.popleft()
+            return self._in_hand[1]
+
+    def _give_back(self) -> None:
+        """A refused record goes back to the head of the queue (with its age), to be tried again first."""
+        with self._lock:
+            if self._in_hand is not None:
+                self._queue.appendleft(self._in_hand)
+                self._in_hand = None
+
+    def _done(self, record: PollRecord | _Event) -> None:
+        with self._lock:
+            self._in_hand = None
+            self._written += isinstance(record, PollRecord)
+
+    def _status(self) -> RecorderStatus:
+        in_hand = self._in_hand is not None and isinstance(self._in_hand[1], PollRecord)
+        waiting = sum(isinstance(r, PollRecord) for _, r in self._queue) + in_hand
+        state, detail = self._state, self._reason
+        if state == "recording" and self._retention_problem:
+            state, detail = "error", self._retention_problem
+        if state not in ("recording", "stopped") and waiting:
+            detail = f"{detail}, {waiting} waiting" if detail else f"{waiting} waiting"
+        if state == "stopped" and waiting:
+            detail = f"{waiting} polls not written"
+        return RecorderStatus(state, detail, self._written, waiting, self._dropped, self.path)
+
+    def _set_state(self, state: RecorderState, reason: str = "") -> None:
+        with self._lock:
+            if (state, reason) == (self._state, self._reason):
+                return
+            self._state, self._reason = state, reason
+            status = self._status()
+        self._changed(status)
+
+    def _changed(self, status: RecorderStatus) -> None:
+        if self._on_change is not None:
+            try:
+                self._on_change(status)
+            except Exception:  # noqa: BLE001 - a failing listener must not stop the writer
+                pass
+
+    # --- opening -----------------------------------------------------------------
+
+    def _check_parent(self) -> None:
+        parent = Path(self.path).parent
+        if parent.exists() and not parent.is_dir():
+            raise HistoryError(f"{self.path}: {parent} is not a directory; expected a path for the history file")
+
+    def _open(self, raise_bad_file: bool) -> Store | None:
+        """The store, or None while the file cannot take writes (the state says why).
+
+        A file that is not a history (or is a newer one) is the operator's mistake: at start it is
+        raised, for the CLI to report before anything opens; later it becomes the "error" state.
+        """
+        try:
+            return self._open_store(self.path)
+        except HistoryError as error:
+            state, reason = state_of(error)
+            if state == "error" and raise_bad_file:
+                raise
+            self._set_state(state, reason)
+            return None
+
+    # --- the writer thread ---------------------------------------------------------
+
+    def _run(self) -> None:
+        next_retention = time.monotonic()  # once at start, then every RETENTION_EVERY_SECONDS
+        try:
+            while True:
+                with self._wake:
+                    while not self._stopping:
+                        now = time.monotonic()
+                        ready = now >= self._retry_at
+                        if ready and (self._queue or now >= next_retention):
+                            break
+                        wake_at = next_retention if ready else self._retry_at
+                        if ready and self._queue:
+                            wake_at = now
+                        self._wake.wait(max(wake_at - now, 0.01))
+                    stopping = self._stopping
+                if stopping:
+                    self._flush_before_deadline()
+                    return
+                if self._store is None:
+                    self._store = self._open(raise_bad_file=False)
+                    if self._store is None:
+                        self._retry_at = time.monotonic() + self._retry_seconds
+                        continue
+                if time.monotonic() >= next_retention:
+                    finished = self._retain()
+                    next_retention = time.monotonic() + (self._retention_every if finished else RETENTION_CATCH_UP_SECONDS)
+                if not self._write_queued():
+                    self._retry_at = time.monotonic() + self._retry_seconds
+        finally:
+            self._finish()
+
+    def _write_queued(self, stopping: bool = False) -> bool:
+        """Write queued records in order until the queue is empty (True) or the file refuses one (False)."""
+        while True:
+            if stopping:
+                remaining = self._deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                # The busy timeout must not outlast the deadline `close` was given.
+                self._store.connection.execute(f"PRAGMA busy_timeout = {int(min(remaining * 1000, BUSY_TIMEOUT_MS))}")
+            record = self._take()
+            if record is None:
+                return True
+            try:
+                if isinstance(record, PollRecord):
+                    self._store.write_poll(record)
+                else:
+                    detail = record.detail
+                    if record.kind == STOPPED:
+                        with self._lock:
+                            detail = {**(detail or {}), "written": self._written, "dropped": self._dropped}
+                    self._store.write_event(record.at, record.kind, record.fleet, record.subject, detail)
+            except sqlite3.Error as error:
+                self._give_back()
+                state, reason = state_of(error)
+                self._set_state(state, reason)
+                if state == "read-only":
+                    self._drop_store()  # SQLite fell back to read-only at open: only a fresh open can write again
+                return False
+            except Exception as error:  # noqa: BLE001 - a record that can never be written must not block the rest
+                with self._lock:
+                    self._in_hand = None
+                    self._dropped += isinstance(record, PollRecord)
+                self._set_state("error", f"a poll could not be stored: {type(error).__name__}: {error}")
+                continue
+            self._done(record)
+            self._set_state("recording")
+
+    def _flush_before_deadline(self) -> None:
+        if self._store is None:
+            self._store = self._open(raise_bad_file=False)
+        if self._store is not None:
+            try:
+                self._write_queued(stopping=True)
+            except sqlite3.Error:  # the busy-timeout pragma itself, on a file gone bad: nothing more to save
+                pass
+
+    def _retain(self) -> bool:
+        """One retention round; False when it left work for a round soon after (a backlog)."""
+        apply = _apply_retention()
+        if apply is None:
+            return True
+        finished = True
+        try:
+            if "max_chunks" in inspect.signature(apply).parameters:
+                done = apply(self._store, self._clock(), self.retention, max_chunks=RETENTION_CHUNKS)
+                finished = getattr(done, "finished", True)
+            else:
+                apply(self._store, self._clock(), self.retention)
+        except sqlite3.Error as error:
+            self._set_state(*state_of(error))  # tried again at the next round, like any refused write
+            return True
+        except Exception as error:  # noqa: BLE001 - old data kept too long is no reason to stop recording
+            problem = f"retention failed: {type(error).__name__}: {error}"
+        else:
+            problem = ""
+        with self._lock:
+            changed = problem != self._retention_problem
+            self._retention_problem = problem
+            status = self._status()
+        if changed:
+            self._changed(status)
+        return finished
+
+    def _drop_store(self) -> None:
+        store, self._store = self._store, None
+        if store is not None:
+            try:
+                store.close()
+            except sqlite3.Error:
+                pass
+
+    def _finish(self) -> None:
+        self._drop_store()
+        self._set_state("stopped")

@@ -9,25 +9,26 @@ import asyncio
 import inspect
 import signal
 import time
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Protocol
-from zoneinfo import ZoneInfo
 
 from textual.app import App
 from textual.binding import Binding
 
-from console.fleet.plan_now import PlanNow, plan_now
 from console.fleet.view import FleetView, advance
+from console.fleet_handle import FleetHandle, utc_offset_seconds  # noqa: F401 - re-exported: the console's fleets
 from console.metrics.figures import FleetFigures
-from console.plan.model import DAYS, Plan
+from console.plan.model import DAYS
 from console.tui.demo_faults import CLEAR_ALL_KEY, CLEAR_REPLICA_KEY, LASTING_KINDS, DemoFaults, choice_for
 from console.tui.literal import printable
 from console.tui.messages import PollFailed, ViewUpdated
 from console.tui.widgets.console_header import HeaderInfo
 
 MIN_INTERVAL_SECONDS = 1.0
+# Replay: how often the replay clock moves while playing, and how many polls to compute before
+# saying "seeking…" (a warm-up of a few hundred polls takes a moment).
+REPLAY_TICK_SECONDS = 0.25
+SEEK_NOTICE_POLLS = 150
 # Follows the terminal's own 16-colour palette, which is what an SSH session has.
 DEFAULT_THEME = "ansi-dark"
 DEFAULT_INTERVAL_SECONDS = 2.0
@@ -49,37 +50,6 @@ class DemoControls(Protocol):
     def clear_all_faults(self) -> Any: ...
 
 
-@dataclass(frozen=True)
-class FleetHandle:
-    name: str
-    plan: Plan | None
-    watcher: Watcher
-    # What the plan expects at a moment; defaults to the planner's schedule for `plan`.
-    expect: Callable[[float], PlanNow | None] | None = None
-    # Where in the plan's week the console reads it at `now`, as a time on the plan's own clock
-    # (UTC offset folded in); the demo runs a simulated week. Recorded with each poll, so a replay
-    # reads the plan at the same moment.
-    plan_clock: Callable[[float], float] | None = None
-
-    def plan_time(self, now: float) -> float | None:
-        if self.plan is None:
-            return None
-        if self.plan_clock is not None:
-            return self.plan_clock(now)
-        return now + utc_offset_seconds(self.plan.timezone, now)
-
-    def plan_at(self, now: float) -> PlanNow | None:
-        if self.expect is not None:
-            return self.expect(now)
-        at = self.plan_time(now)
-        return plan_now(self.plan, at) if at is not None else None
-
-
-def utc_offset_seconds(zone: str, at: float) -> float:
-    """How far the plan's clock is ahead of UTC at `at` (DST included); the zone was checked when the plan loaded."""
-    return datetime.fromtimestamp(at, ZoneInfo(zone)).utcoffset().total_seconds()
-
-
 class ConsoleApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "capcon"
@@ -87,6 +57,9 @@ class ConsoleApp(App):
     # Actions that change something outside the console: `--read-only` dims them, in one place.
     CHANGING_ACTIONS = frozenset({"spike", "fault"})
     DEMO_ACTIONS = frozenset({"spike", "fault"})
+    # Keys of `capcon replay` only; and the live keys that mean nothing on recorded data.
+    REPLAY_ACTIONS = frozenset({"replay_play", "replay_step", "replay_speed", "replay_jump", "replay_go", "replay_edge"})
+    LIVE_ACTIONS = frozenset({"poll_now", "slower", "faster", "spike", "fault"})
 
     BINDINGS = [
         Binding("q", "quit", "quit", id="quit"),
@@ -103,6 +76,19 @@ class ConsoleApp(App):
         Binding("w", "save_screenshot", "screenshot", show=False, id="screenshot"),
         Binding("x", "spike", "spike", id="demo-spike"),
         Binding("f", "fault", "faults", id="demo-fault"),
+        # Replay only (hidden in the live console by check_action).
+        Binding("space", "replay_play", "play/pause", id="replay-play"),
+        Binding("full_stop", "replay_step(1)", "step", show=False, id="replay-step"),
+        Binding("comma", "replay_step(-1)", "step back", show=False, id="replay-step-back"),
+        Binding("right_square_bracket", "replay_speed(2.0)", "faster", show=False, id="replay-faster"),
+        Binding("left_square_bracket", "replay_speed(0.5)", "slower", show=False, id="replay-slower"),
+        Binding("greater_than_sign", "replay_jump(60)", "+1 min", show=False, id="replay-forward"),
+        Binding("less_than_sign", "replay_jump(-60)", "-1 min", show=False, id="replay-back"),
+        Binding("right_curly_bracket", "replay_jump(600)", "+10 min", show=False, id="replay-forward-more"),
+        Binding("left_curly_bracket", "replay_jump(-600)", "-10 min", show=False, id="replay-back-more"),
+        Binding("g", "replay_go", "go to", id="replay-go"),
+        Binding("home", "replay_edge('start')", "start", show=False, id="replay-start"),
+        Binding("end", "replay_edge('end')", "end", show=False, id="replay-end"),
     ]
 
     def __init__(
@@ -115,6 +101,7 @@ class ConsoleApp(App):
         clock: Callable[[], float] = time.time,
         screenshot_dir: str | Path = ".",
         recorder: Any = None,
+        replay: Any = None,
     ) -> None:
         super().__init__()
         if not fleets:
@@ -132,6 +119,13 @@ class ConsoleApp(App):
         self.demo_faults = DemoFaults()  # what this console turned on in the demo fleet
         # Writes each poll to the history file on its own thread (console.store.recorder); None: not recording.
         self.recorder = recorder
+        # `capcon replay`: a console.replay.controller.ReplayController; no polls, the views come from
+        # the recording and the app's clock is the replay clock (header age, trends, flags all read it).
+        self.replay = replay
+        self.replay_frame = None  # the last Frame drawn
+        self._replay_lock = asyncio.Lock()
+        if replay is not None:
+            self.clock = self._replay_clock
         if theme:
             self.theme = theme
 
@@ -142,8 +136,12 @@ class ConsoleApp(App):
         from console.tui.screens.overview_screen import OverviewScreen
 
         self.push_screen(OverviewScreen() if len(self.fleets) > 1 else FleetScreen(0))
-        for index in range(len(self.fleets)):
-            self.run_worker(self._poll_loop(index), name=f"poll-{index}", group="polls", exit_on_error=False)
+        if self.replay is not None:
+            self._replay_run(self.replay.open, seek_to=self.replay.at)
+            self.set_interval(REPLAY_TICK_SECONDS, self._replay_tick)
+        else:
+            for index in range(len(self.fleets)):
+                self.run_worker(self._poll_loop(index), name=f"poll-{index}", group="polls", exit_on_error=False)
         self.set_interval(1.0, self._redraw)  # the data age moves even when the figures do not
         try:
             # The SSH session went away: leave cleanly instead of writing to a dead terminal.
@@ -188,6 +186,8 @@ class ConsoleApp(App):
         return "rec" if status.state == "recording" else f"rec {status.state}" + (f": {status.detail}" if status.detail else "")
 
     async def on_unmount(self) -> None:
+        if self.replay is not None:
+            self.replay.stop()  # a warm-up on its thread gives up instead of holding the exit
         for handle in self.fleets:
             close = getattr(handle.watcher, "aclose", None)
             if close is not None:
@@ -219,7 +219,7 @@ class ConsoleApp(App):
                 age_seconds=max((self.clock() - v.figures.at for v in self.views if v), default=None),
                 interval_seconds=self.interval, paused=self.paused, read_only=self.read_only,
                 demo_faults=self.demo_faults.count(), error=errors[0] if errors else "",
-                recording=self.recording_words(),
+                recording=self.recording_words(), replay=self.replay_words(),
             )
         view, handle = self.views[index], self.fleets[index]
         now = view.plan if view else None
@@ -229,7 +229,7 @@ class ConsoleApp(App):
             source=view.figures.source if view else None,
             window_seconds=view.figures.window_seconds if view else None,
             age_seconds=self.clock() - view.figures.at if view else None,
-            interval_seconds=self.interval,
+            interval_seconds=self._interval_of(index),
             paused=self.paused,
             read_only=self.read_only,
             demo_faults=self.demo_faults.count(),
@@ -237,11 +237,16 @@ class ConsoleApp(App):
             overflow=now.overflow_mode if now else (handle.plan.overflow.mode if handle.plan else None),
             plan_at=f"{DAYS[now.weekday].capitalize()} {now.hour:02d}:00" if now else None,
             recording=self.recording_words(),
+            replay=self.replay_words(),
         )
 
     # --- the read-only gate --------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in self.REPLAY_ACTIONS and self.replay is None:
+            return False
+        if action in self.LIVE_ACTIONS and self.replay is not None:
+            return False  # recorded data: nothing to poll, nothing to stir
         if action in self.DEMO_ACTIONS and self.demo is None:
             return False  # no demo fleet: the keys are not shown at all
         if action in self.CHANGING_ACTIONS and self.read_only:
@@ -270,6 +275,9 @@ class ConsoleApp(App):
     # --- actions -------------------------------------------------------------
 
     def action_toggle_pause(self) -> None:
+        if self.replay is not None:
+            self.action_replay_play()  # p pauses a replay too
+            return
         self.paused = not self.paused
         if not self.paused:
             self._wake.set()  # poll at once on resume
@@ -392,6 +400,89 @@ class ConsoleApp(App):
         result = getattr(self.demo, name)(*arguments)
         if inspect.isawaitable(result):
             await result
+
+
+    # --- replay -------------------------------------------------------------------
+
+    def _replay_clock(self) -> float:
+        """The moment on screen: the clock of the last frame drawn, so ages match the views shown."""
+        frame = self.replay_frame
+        return frame.at if frame is not None else self.replay.at
+
+    def replay_words(self) -> str | None:
+        if self.replay is None:
+            return None
+        from console.replay.controller import frame_words
+
+        return frame_words(self.replay_frame) if self.replay_frame is not None else self.replay.words()
+
+    def _interval_of(self, index: int) -> float:
+        """Live: the refresh interval; replay: the interval the shown poll was recorded at."""
+        frame = self.replay_frame
+        if frame is not None and frame.polls[index] is not None:
+            return frame.polls[index].interval_seconds
+        return self.interval
+
+    def _replay_run(self, move, seek_to: float | None = None) -> None:
+        """Run a move of the replay clock on a worker thread, one at a time, and draw its frame."""
+        self.run_worker(self._replay_move(move, seek_to), group="replay", exit_on_error=False)
+
+    async def _replay_move(self, move, seek_to: float | None) -> None:
+        async with self._replay_lock:
+            heavy = seek_to is not None and self.replay.cost(seek_to) >= SEEK_NOTICE_POLLS
+            if heavy:
+                self.notify("seeking… (flags and trends are recomputed from 15 minutes before)", timeout=30, markup=False)
+            # The pure core is thread safe and the history file is read under its own lock.
+            try:
+                frame = await asyncio.to_thread(move)
+            except Exception as error:  # a damaged file, say: shown, the console stays on the last frame
+                self.clear_notifications()
+                self.notify(f"replay failed: {type(error).__name__}: {error}", severity="error", timeout=8, markup=False)
+                return
+            if heavy:
+                self.clear_notifications()
+            if frame is not None:
+                self._replay_show(frame)
+
+    def _replay_show(self, frame) -> None:
+        self.replay_frame = frame
+        self.views = list(frame.views)
+        if frame.note:
+            self.clear_notifications()
+            self.notify(printable(frame.note), timeout=4, markup=False)
+        self._redraw()
+
+    def _replay_tick(self) -> None:
+        if self.replay.playing and not self._replay_lock.locked():
+            self._replay_run(self.replay.tick)
+
+    def action_replay_play(self) -> None:
+        self._replay_run(self.replay.toggle)
+
+    def action_replay_step(self, direction: int) -> None:
+        self._replay_run(lambda: self.replay.step(direction))
+
+    def action_replay_speed(self, factor: float) -> None:
+        self._replay_run(lambda: self.replay.set_speed(factor))
+
+    def action_replay_jump(self, seconds: float) -> None:
+        target = self._replay_clock() + seconds
+        self._replay_run(lambda: self.replay.jump(seconds), seek_to=target)
+
+    def action_replay_edge(self, edge: str) -> None:
+        if edge == "start":
+            self._replay_run(self.replay.to_start, seek_to=self.replay.start)
+        else:
+            self._replay_run(self.replay.to_end, seek_to=self.replay.end)
+
+    def action_replay_go(self) -> None:
+        from console.tui.screens.goto_screen import GoToScreen
+
+        def chosen(at: float | None) -> None:
+            if at is not None:
+                self._replay_run(lambda: self.replay.seek(at), seek_to=at)
+
+        self.push_screen(GoToScreen(self._replay_clock()), chosen)
 
 
 def open_console(fleets: list[FleetHandle], args: Any, demo: DemoControls | None = None, recorder: Any = None) -> int:

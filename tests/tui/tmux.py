@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 import uuid
@@ -13,8 +14,11 @@ REPO = Path(__file__).resolve().parents[2]
 class Tmux:
     def __init__(self, command: str, width: int = 100, height: int = 30) -> None:
         self.session = f"capcon-test-{uuid.uuid4().hex[:8]}"
+        # A tmux server started before the tests keeps its own environment: hand the test's data
+        # home over explicitly, or `capcon watch` would record into the user's own history.
+        data_home = ["-e", f"XDG_DATA_HOME={os.environ['XDG_DATA_HOME']}"] if os.environ.get("XDG_DATA_HOME") else []
         subprocess.run(
-            ["tmux", "new-session", "-d", "-s", self.session, "-x", str(width), "-y", str(height), "-c", str(REPO), command],
+            ["tmux", "new-session", "-d", "-s", self.session, *data_home, "-x", str(width), "-y", str(height), "-c", str(REPO), command],
             check=True,
         )
 

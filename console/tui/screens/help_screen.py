@@ -30,6 +30,22 @@ Severity reads as a word and a symbol as well as a colour:
   ✖ CRIT  ▲ WARN  ● info  ✓ ok  ? unknown  … pending (not yet a flag)
 """
 
+# `capcon replay`: the replay keys instead of the live ones (poll, interval, demo keys are off).
+REPLAY_HELP = """\
+capcon replay: keys (the footer shows the main ones)
+space / p  play / pause            ] / [  speed x2 / halved (x0.25 to x64)
+. / ,      one poll forward / back > / <  1 min forward / back
+} / {      10 min forward / back   g      go to a time
+Home / End start / end             q      quit
+Go to: 14:05 or 14:05:30 (the day replayed), 2026-11-30 14:05 (ISO), -5m,
++30s. After a jump, flags and trends are recomputed from 15 min before.
+s          sort by the next column r      reverse the sort
+/          filter rows             Esc    clear the filter
+up / down  choose a replica        Enter  its every figure
+o          overview of all fleets  w      save an SVG screenshot
+P          the plan                ?      this help (Esc closes)
+""" + HELP[HELP.index("Filters:"):]
+
 
 class HelpScreen(ModalScreen):
     BINDINGS = [
@@ -39,4 +55,4 @@ class HelpScreen(ModalScreen):
 
     def compose(self):
         with ConsoleScroll(id="help"):
-            yield Static(HELP, markup=False)
+            yield Static(REPLAY_HELP if getattr(self.app, "replay", None) is not None else HELP, markup=False)

@@ -47,7 +47,8 @@ class ConsoleHeader(DiffText):
         # Most urgent first: at 80 columns the tail is cut.
         text.append(f" {printable(info.fleet)} ", style="bold")
         if info.replay:
-            text.append(f"⏵ REPLAY {printable(info.replay)}", style="bold reverse")
+            # "REPLAY 2026-11-30 14:03:22 ×4 ▶": the recorded moment shown, the speed, playing or paused.
+            text.append(f"REPLAY {printable(info.replay)}", style="bold reverse")
         else:
             text.append("‖ PAUSED" if info.paused else "● live", style="bold reverse" if info.paused else "")
         if info.recording == "rec":

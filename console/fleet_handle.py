@@ -1,0 +1,46 @@
+"""A fleet as the console and the recorder drive it: a name, its plan and its watcher.
+
+Kept apart from the Textual app so `capcon record` (no UI) reads the plan the same way
+the console does without importing Textual.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable
+from zoneinfo import ZoneInfo
+
+from console.fleet.plan_now import PlanNow, plan_now
+from console.plan.model import Plan
+
+
+@dataclass(frozen=True)
+class FleetHandle:
+    name: str
+    plan: Plan | None
+    watcher: Any  # console.watcher.Watcher, or anything with `async poll() -> FleetFigures`
+    # What the plan expects at a moment; defaults to the planner's schedule for `plan`.
+    expect: Callable[[float], PlanNow | None] | None = None
+    # Where in the plan's week the console reads it at `now`, as a time on the plan's own clock
+    # (UTC offset folded in); the demo runs a simulated week. Recorded with each poll, so a replay
+    # reads the plan at the same moment.
+    plan_clock: Callable[[float], float] | None = None
+
+    def plan_time(self, now: float) -> float | None:
+        if self.plan is None:
+            return None
+        if self.plan_clock is not None:
+            return self.plan_clock(now)
+        return now + utc_offset_seconds(self.plan.timezone, now)
+
+    def plan_at(self, now: float) -> PlanNow | None:
+        if self.expect is not None:
+            return self.expect(now)
+        at = self.plan_time(now)
+        return plan_now(self.plan, at) if at is not None else None
+
+
+def utc_offset_seconds(zone: str, at: float) -> float:
+    """How far the plan's clock is ahead of UTC at `at` (DST included); the zone was checked when the plan loaded."""
+    return datetime.fromtimestamp(at, ZoneInfo(zone)).utcoffset().total_seconds()

@@ -1,0 +1,209 @@
+"""One fleet's views rebuilt from its recorded polls, exactly as the live console built them.
+
+Each recorded poll goes through the same steps as a live one:
+
+    figures = watcher.replay(poll.results, poll.watched_at)     # or poll.figures (a figure source)
+    view = advance(previous, fleet, figures, plan_now(plan, poll.plan_clock), poll.at)
+
+so feeding every poll in order gives the same flags at the same moments. Going
+back or jumping far ahead cannot skip polls: the flags and trends remember the
+last minutes. So a jump restarts the chain WARMUP_SECONDS before the target (or at
+the start of the console run that took it, if later) and feeds every poll from
+there. Stepping back restores a keyframe (the watcher's rings and the view, taken
+every KEYFRAME_EVERY polls) and feeds the few polls after it, when the chain
+already held enough warm figures at that moment; otherwise it warms up again.
+
+What a warm-up cannot know: a condition that held since before it began. Such a
+flag shows as raised (after its minimum duration) with its `since` at the warm-up
+start; everything else (figures, trends, flags born inside the warm-up) is what a
+replay from the start shows.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from console.fleet.plan_now import plan_now
+from console.fleet.view import FleetView, advance
+from console.replay.loader import RecordedFleet
+from console.store.records import RecordedPoll
+from console.watcher import Watcher
+
+# What the flags and trends remember: trends 600 s, a drift looks back 120 s, a restart is held
+# 300 s, minimum durations 30-120 s. Fifteen minutes of polls before a target covers all of them.
+WARMUP_SECONDS = 15 * 60.0
+# The trends a view carries (advance()'s span): a chain shows the views of a full replay once it holds
+# this much, plus two windows for the watcher's rings, of warm figures.
+TREND_SPAN_SECONDS = 600.0
+KEYFRAME_EVERY = 30  # polls between keyframes: stepping back one poll recomputes at most this many
+KEYFRAME_REACH_SECONDS = 30 * 60.0  # keyframes kept this far either side of the replay clock (memory stays bounded)
+
+
+class ReplayStopped(Exception):
+    """The console is closing: a warm-up in progress gives up between batches."""
+
+
+class RecordedSource:
+    """The recorded source's name, for a watcher that only replays results (figures carry `source`)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+@dataclass(frozen=True)
+class WatcherState:
+    """A copy of a watcher's memory (rings of immutable samples), enough to carry on from this poll."""
+
+    source: str
+    window_seconds: float
+    interval_seconds: float
+    rings: dict
+    last_good: dict
+    restarted: frozenset
+    latest: dict
+
+
+def capture(watcher: Watcher) -> WatcherState:
+    return WatcherState(
+        watcher.source_name, watcher.window_seconds, watcher.interval_seconds,
+        {url: tuple(ring) for url, ring in watcher._rings.items()},
+        dict(watcher._last_good), frozenset(watcher._restarted), dict(watcher._latest),
+    )
+
+
+def restore(state: WatcherState) -> Watcher:
+    watcher = Watcher(RecordedSource(state.source), state.window_seconds, interval_seconds=state.interval_seconds)
+    watcher._rings = {url: deque(ring) for url, ring in state.rings.items()}
+    watcher._last_good = dict(state.last_good)
+    watcher._restarted = set(state.restarted)
+    watcher._latest = dict(state.latest)
+    return watcher
+
+
+@dataclass(frozen=True)
+class Keyframe:
+    index: int  # the last poll fed
+    watcher: WatcherState | None
+    view: FleetView | None
+    poll: RecordedPoll | None
+
+
+class FleetReplay:
+    """Where one fleet's replay stands: the last poll fed (`position`) and the view it gave."""
+
+    def __init__(self, recorded: RecordedFleet, warmup_seconds: float = WARMUP_SECONDS, stopping=None) -> None:
+        self.recorded = recorded
+        self.stopping = stopping  # a threading.Event: set when the console closes
+        self.warmup_seconds = warmup_seconds
+        self.position = -1  # index of the last poll fed; -1: none yet
+        self.view: FleetView | None = None
+        self.poll: RecordedPoll | None = None  # the last poll fed, without its samples
+        self._watcher: Watcher | None = None
+        self._keyframes: dict[int, Keyframe] = {-1: Keyframe(-1, None, None, None)}  # the current chain's, by poll index
+        self._chain_start = 0  # the first poll the current chain fed: it remembers nothing before it
+
+    @property
+    def name(self) -> str:
+        return self.recorded.name
+
+    def cost(self, index: int) -> int:
+        """How many polls `go_to(index)` would compute."""
+        return self._plan(index)[1]
+
+    def go_to(self, index: int) -> int:
+        """Make `view` the view at poll `index` (-1: before the recording); returns the polls computed."""
+        index = min(index, len(self.recorded.times) - 1)
+        if index == self.position:
+            return 0
+        if index < 0:
+            self._reset(-1)
+            return 0
+        origin, _ = self._plan(index)
+        if isinstance(origin, Keyframe):
+            self._load(origin)
+        elif origin != self.position:
+            self._reset(origin - 1)  # a new chain: nothing remembered before `origin`
+        return self._feed(index)
+
+    def _plan(self, index: int) -> tuple[Keyframe | int | None, int]:
+        """Where to compute `index` from (the current position, a keyframe, or a warm-up start) and the cost."""
+        if index == self.position or index < 0:
+            return None, 0
+        # Nothing before the console run that took the poll counts: that run started from nothing too.
+        warm = max(self.recorded.index_from(self.recorded.times[index] - self.warmup_seconds), self.recorded.session_start(index))
+        if self.position < index and self.position + 1 >= warm:
+            return self.position, index - self.position
+        # A keyframe serves only if its chain reaches back at least as far as a warm-up would: one taken
+        # early in a chain started for a later target has not warmed up yet (its trends begin mid-way).
+        kept = [i for i in self._keyframes if warm - 1 <= i <= index] if self._warm_enough(index) else []
+        if kept:
+            best = self._keyframes[max(kept)]
+            return best, index - best.index
+        return warm, index - warm + 1
+
+    def _warm_enough(self, index: int) -> bool:
+        """Whether the current chain remembers enough before poll `index` to show the view a full replay shows there."""
+        if self._chain_start <= self.recorded.session_start(index):
+            return True  # it began with the console run itself
+        times = self.recorded.times
+        window = self.poll.window_seconds if self.poll is not None else 0.0
+        needed = min(self.warmup_seconds, TREND_SPAN_SECONDS + 2 * window)
+        return times[index] - times[self._chain_start] >= needed
+
+    def _reset(self, index: int) -> None:
+        self.position, self.view, self.poll, self._watcher = index, None, None, None
+        self._chain_start = index + 1
+        self._keyframes = {index: Keyframe(index, None, None, None)}
+
+    def _load(self, keyframe: Keyframe) -> None:
+        self.position, self.view, self.poll = keyframe.index, keyframe.view, keyframe.poll
+        self._watcher = restore(keyframe.watcher) if keyframe.watcher is not None else None
+
+    def _feed(self, index: int) -> int:
+        start = self.position + 1
+        fed = 0
+        # In batches: a long warm-up never holds every decoded poll in memory at once.
+        for lo in range(start, index + 1, 120):
+            if self.stopping is not None and self.stopping.is_set():
+                self._reset(-1)  # half a chain is no view to keep
+                raise ReplayStopped()
+            hi = min(lo + 119, index)
+            for poll in self.recorded.read(lo, hi):
+                self._step(poll)
+                fed += 1
+                if self.position % KEYFRAME_EVERY == 0:
+                    self._keep()
+        self._trim()
+        return fed
+
+    def _step(self, poll: RecordedPoll) -> None:
+        if self.position + 1 in self.recorded.session_starts:
+            self.view, self._watcher = None, None  # a new console run: no view, no samples remembered
+        if poll.figures is not None:
+            figures = poll.figures  # a figure source: what it answered is what the console showed
+        else:
+            watcher = self._watcher
+            if watcher is None or watcher.source_name != poll.source or watcher.window_seconds != poll.window_seconds:
+                # A new source or window is a new console run: it began with an empty watcher and no view.
+                if watcher is not None:
+                    self.view = None
+                watcher = self._watcher = Watcher(RecordedSource(poll.source), poll.window_seconds, interval_seconds=poll.interval_seconds)
+            figures = watcher.replay(poll.results or (), poll.watched_at)
+        plan = self.recorded.plan(poll.plan_id)
+        expected = plan_now(plan, poll.plan_clock) if plan is not None and poll.plan_clock is not None else None
+        self.view = advance(self.view, self.recorded.name, figures, expected, poll.at)
+        self.position += 1
+        self.poll = RecordedPoll(poll.id, poll.fleet, poll.at, poll.watched_at, poll.source, poll.window_seconds,
+                                 poll.interval_seconds, poll.source_error, poll.plan_id, None, None, poll.plan_clock)
+
+    def _keep(self) -> None:
+        state = capture(self._watcher) if self._watcher is not None else None
+        self._keyframes[self.position] = Keyframe(self.position, state, self.view, self.poll)
+
+    def _trim(self) -> None:
+        if self.position < 0 or not self._keyframes:
+            return
+        now = self.recorded.times[self.position]
+        times = self.recorded.times
+        self._keyframes = {i: k for i, k in self._keyframes.items() if i < 0 or abs(times[i] - now) <= KEYFRAME_REACH_SECONDS}

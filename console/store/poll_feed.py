@@ -1,0 +1,29 @@
+"""One fleet's polls turned into history records, with the flags advanced exactly as the console does.
+
+`capcon record` and `capcon watch --once --db` have no console to build views; this keeps the
+previous view per fleet so flag changes (raised, cleared) are recorded the same way.
+"""
+
+from __future__ import annotations
+
+from console.fleet.view import FleetView, advance
+from console.metrics.figures import FleetFigures
+from console.store.records import poll_record
+
+
+class PollFeed:
+    def __init__(self, handle, recorder, interval_seconds: float) -> None:
+        self.handle = handle  # console.fleet_handle.FleetHandle
+        self.recorder = recorder
+        self.interval_seconds = interval_seconds
+        self.previous: FleetView | None = None
+
+    def add(self, figures: FleetFigures, now: float) -> FleetView:
+        """The view of this poll (as the console builds it at `now`), handed to the recorder."""
+        handle = self.handle
+        view = advance(self.previous, handle.name, figures, handle.plan_at(now), now)
+        self.recorder.submit(
+            poll_record(handle.name, handle.watcher, self.previous, view, handle.plan, self.interval_seconds, handle.plan_time(view.now))
+        )
+        self.previous = view
+        return view
