@@ -181,10 +181,13 @@ def run(args) -> int:
     compare = file_plan is not None and args.by is None
     by = args.by or "hour"
     default_from = "-7d" if (compare or by == "day") else "-24h"
-    start, end = time_range(args, now, default_from, chosen_zone)
     store = open_history(args.db)
     try:
         fleets = chosen_fleets(store, args.fleet)
+        # Without --to, the span ends at the last recorded poll: a recorder stopped yesterday still
+        # shows its last day, not a day of unknowns up to now.
+        last = max((span[1] for span in (recorded_span(store, f) for f in fleets) if span[1] is not None), default=None)
+        start, end = time_range(args, last if args.end is None and last is not None and last < now else now, default_from, chosen_zone)
         plans = _Plans(store)
         reports = []
         for fleet in fleets:
@@ -233,6 +236,7 @@ def _row_json(s: Summary, zone) -> dict:
         "replicas": s.replicas,
         "busiest_rps": s.busiest_rps,
         "busiest_at": iso_when(s.busiest_at, zone) if s.busiest_at is not None else None,
+        "busiest_seconds": s.busiest_seconds,
         "ttft_p95_seconds": s.ttft_p95_seconds,
         "tpot_p95_seconds": s.tpot_p95_seconds,
         "tpot_from": s.tpot_from,
@@ -251,11 +255,19 @@ def _row_json(s: Summary, zone) -> dict:
     }
 
 
+def _trimmed(args, rows: list[Summary]) -> list[Summary]:
+    """Without --from, the default span starts with the first recorded hour, not a run of unknowns before it."""
+    if args.start is not None:
+        return rows
+    first = next((i for i, row in enumerate(rows) if row.has_data), None)
+    return rows if first is None else rows[first:]
+
+
 def _print_summaries(args, by, start, end, reports, unreadable) -> None:
     if args.json:
         out = {"from": iso_when(start), "to": iso_when(end), "by": by, "fleets": []}
         for fleet, zone, plan, hours, _ in reports:
-            rows = hours if by == "hour" else day_summaries(hours, start, end, zone)
+            rows = _trimmed(args, hours if by == "hour" else day_summaries(hours, start, end, zone))
             out["fleets"].append({
                 "fleet": fleet,
                 "timezone": _zone_name(zone),
@@ -275,10 +287,14 @@ def _print_summaries(args, by, start, end, reports, unreadable) -> None:
             recorded = f"; recorded from {format_when(first, zone)} to {format_when(last, zone)}" if first is not None else ""
             print(f"fleet {fleet}: no samples from {span}{recorded}")
             continue
-        rows = hours if by == "hour" else day_summaries(hours, start, end, zone)
+        rows = _trimmed(args, hours if by == "hour" else day_summaries(hours, start, end, zone))
+        if args.start is None:
+            span = f"{format_when(rows[0].start, zone)[:16]} to {format_when(end, zone)[:16]} ({_zone_name(zone)})"
         print(f"fleet {fleet} · plan {plan.name if plan else '(none recorded)'}")
         print(span)
         print(_table(rows, zone, by))
+        if any(r.busiest_is_short for r in rows):
+            print("* under five minutes recorded in that span: the rate over what was recorded, not a busiest five minutes.")
         if any(r.tpot_from == "itl" for r in rows):
             print("TPOT95 from the inter-token histogram where the servers have no per-request TPOT.")
         restarts = sum(r.restarts for r in rows)
@@ -303,7 +319,7 @@ def _table(rows: list[Summary], zone, by: str) -> str:
     for s in rows:
         cells = [
             _label(s.start, zone, by),
-            fmt.rate(s.busiest_rps),
+            fmt.rate(s.busiest_rps) + ("*" if s.busiest_is_short else ""),
             fmt.seconds(s.ttft_p95_seconds),
             fmt.seconds(s.tpot_p95_seconds),
             fmt.share(s.kv_usage_max),
@@ -334,7 +350,9 @@ def _print_fits(args, start, end, plan: Plan, fits) -> None:
             print()
         span = f"{format_when(start, zone)[:16]} to {format_when(end, zone)[:16]}"
         if not fit.hours_with_data:
-            print(f"fleet {fleet}: no samples from {span} ({plan.timezone}); nothing to compare with plan {plan.name}")
+            recorded = any(h.has_data for h in hours)
+            why = "no hour holds five recorded minutes (the busiest five minutes need them)" if recorded else "no samples"
+            print(f"fleet {fleet}: {why} from {span} ({plan.timezone}); nothing to compare with plan {plan.name}")
             continue
         print(f"fleet {fleet} against plan {plan.name} · hours on {plan.timezone}")
         print(f"{span} · {fit.hours_with_data} of 168 hours of the week observed")

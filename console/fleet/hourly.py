@@ -86,6 +86,12 @@ class Summary:
     plan: PlanHour | None = None
     load: float | None = None  # busiest rps / planned capacity (a day: its most loaded hour)
     deltas: Mapping[str, BucketDelta] = field(default_factory=dict, repr=False)  # merged, for days
+    # Seconds `busiest_rps` covers: five minutes, or less when the span never held five recorded minutes.
+    busiest_seconds: float | None = None
+
+    @property
+    def busiest_is_short(self) -> bool:
+        return self.busiest_seconds is not None and self.busiest_seconds < BUSY_WINDOW_SECONDS
 
     @property
     def has_data(self) -> bool:
@@ -214,8 +220,13 @@ def _adjusted_requests(points: Sequence[MinutePoint]) -> list[tuple[int, float] 
     return adjusted
 
 
-def _busiest(series: Mapping[str, Sequence[MinutePoint]], start: float, end: float) -> tuple[float | None, float | None]:
-    """(rps, end of the window) of the busiest five minutes ending at a minute boundary in (start, end]."""
+def _busiest(series: Mapping[str, Sequence[MinutePoint]], start: float, end: float) -> tuple[float | None, float | None, float | None]:
+    """(rps, end of the window, seconds it covers) of the busiest five minutes ending at a minute boundary in (start, end].
+
+    A span that never holds five recorded minutes (a recording of three minutes, a console
+    started at 10:58) gets the fleet's rate over what was recorded in it, at least a minute,
+    with the seconds that covers: shown, and marked as shorter, rather than left unknown.
+    """
     prepared = []
     for points in series.values():
         if points:
@@ -238,7 +249,29 @@ def _busiest(series: Mapping[str, Sequence[MinutePoint]], start: float, end: flo
         if known and (best[0] is None or total > best[0]):
             best = (total, edge)
         edge += MINUTE
-    return best
+    if best[0] is not None:
+        return best[0], best[1], BUSY_WINDOW_SECONDS
+    return _recorded_rate(prepared, start, end)
+
+
+def _recorded_rate(prepared, start: float, end: float) -> tuple[float | None, float | None, float | None]:
+    """The fleet's request rate over the recorded points inside [start, end], for spans without five minutes."""
+    total, known, newest, covered = 0.0, False, None, None
+    for ats, adjusted in prepared:
+        inside = [k for k, at in enumerate(ats) if start <= at <= end and adjusted[k] is not None]
+        if not inside:
+            continue
+        j = inside[-1]
+        # The oldest point on the same process as the newest: a restart starts the count over.
+        i = next((k for k in inside if adjusted[k][0] == adjusted[j][0]), j)
+        elapsed = ats[j] - ats[i]
+        if elapsed < MINUTE:
+            continue
+        total += (adjusted[j][1] - adjusted[i][1]) / elapsed
+        known = True
+        newest = ats[j] if newest is None else max(newest, ats[j])
+        covered = elapsed if covered is None else min(covered, elapsed)
+    return (total, newest, covered) if known else (None, None, None)
 
 
 # --- summaries ---------------------------------------------------------------
@@ -282,15 +315,17 @@ def summarise(
                 if delta is not None:
                     deltas[name].append(delta)
     merged = {name: m for name, found in deltas.items() if (m := merge_deltas(found)) is not None}
-    busiest, busiest_at = _busiest(series, start, end)
+    busiest, busiest_at, busiest_seconds = _busiest(series, start, end)
     raised: dict[str, int] = {}
     for at, kind in flags:
         if start <= at < end:
             raised[kind] = raised.get(kind, 0) + 1
-    return _summary(start, end, replicas, busiest, busiest_at, kv_max, preemptions, requests, restarts, raised, merged, plan)
+    return _summary(start, end, replicas, busiest, busiest_at, kv_max, preemptions, requests, restarts, raised, merged, plan,
+                    busiest_seconds=busiest_seconds)
 
 
-def _summary(start, end, replicas, busiest, busiest_at, kv_max, preemptions, requests, restarts, raised, merged, plan, load=None) -> Summary:
+def _summary(start, end, replicas, busiest, busiest_at, kv_max, preemptions, requests, restarts, raised, merged, plan, load=None,
+             busiest_seconds=None) -> Summary:
     tpot = delta_quantile(0.95, merged.get("tpot"))
     tpot_from = "tpot" if tpot is not None else None
     if tpot is None:
@@ -317,6 +352,7 @@ def _summary(start, end, replicas, busiest, busiest_at, kv_max, preemptions, req
         plan=plan,
         load=load,
         deltas=merged,
+        busiest_seconds=busiest_seconds,
     )
 
 
@@ -338,7 +374,8 @@ def combine(hours: Sequence[Summary], start: float, end: float) -> Summary:
         found = [v for v in values if v is not None]
         return sum(found) if found else None
 
-    busiest_hour = max((h for h in known if h.busiest_rps is not None), key=lambda h: h.busiest_rps, default=None)
+    # A full five-minute window beats a shorter one: a short span's rate is not the same measure.
+    busiest_hour = max((h for h in known if h.busiest_rps is not None), key=lambda h: (not h.busiest_is_short, h.busiest_rps), default=None)
     merged = {}
     for name in MERGED_HISTOGRAMS:
         found = merge_deltas(h.deltas.get(name) for h in known)
@@ -361,4 +398,5 @@ def combine(hours: Sequence[Summary], start: float, end: float) -> Summary:
         merged=merged,
         plan=None,
         load=peak(h.load for h in known),
+        busiest_seconds=busiest_hour.busiest_seconds if busiest_hour else None,
     )

@@ -94,7 +94,8 @@ def fit_week(hours: Sequence[Summary], plan: Plan, zone: tzinfo) -> WeekFit:
             continue
         slot = _slot(summary.start, zone)
         seen[slot] += 1
-        if summary.busiest_rps is not None and (busiest[slot] is None or summary.busiest_rps > busiest[slot]):
+        # A profile is written in busiest five minutes: a rate over less is not one of them.
+        if summary.busiest_rps is not None and not summary.busiest_is_short and (busiest[slot] is None or summary.busiest_rps > busiest[slot]):
             busiest[slot] = summary.busiest_rps
         if "prompt_length" in summary.deltas:
             prompts[slot].append(summary.deltas["prompt_length"])

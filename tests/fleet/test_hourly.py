@@ -244,3 +244,28 @@ def test_the_plans_capacity_is_read_on_the_plans_clock():
     assert expected.capacity_rps == expected.replicas * plan.capacity.rps_per_replica
     hour = summarise({"r": steady(600, start=monday_ten)}, monday_ten, monday_ten + 3600, plan=expected)
     assert hour.load == hour.busiest_rps / expected.capacity_rps
+
+
+def test_a_span_shorter_than_five_minutes_gets_the_rate_over_what_was_recorded_marked_short():
+    replica = FakeReplica()
+    points = []
+    for k in range(3):  # three minutes recorded: 12 requests a minute
+        replica.serve(12)
+        points.append(MinutePoint(replica.sample(T0 + 60 * (k + 1))))
+    hour = summarise({"r": points}, T0, T0 + 3600)
+    assert hour.busiest_rps == 24 / 120  # the 24 requests between the first and the last point, over their 120 s
+    assert hour.busiest_seconds == 120 and hour.busiest_is_short
+    full = summarise({"r": steady(10, minutes=range(-6, 60))}, T0, T0 + 3600)
+    assert full.busiest_seconds == 300 and not full.busiest_is_short
+
+
+def test_a_day_prefers_an_hour_with_a_full_five_minutes_over_a_short_busier_one():
+    short, full = FakeReplica(), FakeReplica()
+    quick = [MinutePoint(short.sample(T0 + 60))]
+    short.serve(600)  # a burst over two recorded minutes: 5 rps
+    quick.append(MinutePoint(short.sample(T0 + 120)))
+    steady_hour = summarise({"r": steady(10, minutes=range(54, 120))}, T0 + 3600, T0 + 7200)
+    short_hour = summarise({"r": quick}, T0, T0 + 3600)
+    assert short_hour.busiest_is_short and short_hour.busiest_rps > steady_hour.busiest_rps
+    day = combine([short_hour, steady_hour], T0, T0 + 7200)
+    assert day.busiest_rps == steady_hour.busiest_rps and not day.busiest_is_short

@@ -147,3 +147,30 @@ def test_an_empty_range_says_so_and_exits_0(history, capsys):
         "fleet chat: no samples from 2026-11-01 00:00 to 2026-11-02 00:00 (Europe/Warsaw); "
         "recorded from 2026-11-23 09:00:00 to 2026-11-23 11:59:30"
     )
+
+
+def test_without_a_range_the_last_recorded_day_shows_from_its_first_recorded_hour(history, capsys):
+    # The recording ended days ago: the default span ends at its last poll, and starts with its first hour.
+    code, out, err = run(capsys, "--db", history, "--json")
+    assert code == 0, err
+    rows = json.loads(out)["fleets"][0]["rows"]
+    assert rows[0]["start"] == "2026-11-23T09:00:00+01:00"
+    assert rows[-1]["start"] == "2026-11-23T11:00:00+01:00"
+    assert rows[1]["busiest_rps"] is None  # the gap from 10:00 to 11:00 stays in, as unknown
+
+
+def test_a_recording_shorter_than_five_minutes_is_marked_and_not_fitted_to_the_plan(tmp_path, capsys):
+    path = tmp_path / "short.sqlite"
+    store = Store.open(path)
+    replica = FakeReplica()
+    for i in range(7):  # three minutes at 30 s
+        replica.serve(3)
+        record(store, NINE + 30 * i, {"a": replica.sample(NINE + 30 * i)}, plan=load_plan(PLAN))
+    store.close()
+    code, out, err = run(capsys, "--db", str(path), "--from", "2026-11-23T09:00+01:00", "--to", "2026-11-23T10:00+01:00")
+    assert code == 0, err
+    assert re.search(r"Mon 11-23 09:00\s+0\.10\*", out), out
+    assert "under five minutes recorded" in out
+    code, out, err = run(capsys, "--db", str(path), "--plan", PLAN, "--from", "2026-11-23T00:00+01:00", "--to", "2026-11-24T00:00+01:00")
+    assert code == 0, err
+    assert "no hour holds five recorded minutes" in out
