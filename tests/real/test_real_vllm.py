@@ -21,6 +21,8 @@ import pytest
 from console.commands.watch import once_json
 from console.sources.base import targets_from
 from console.sources.scrape import ScrapeSource
+from console.store.database import Store
+from console.store.records import PollRecord
 from console.watcher import Watcher
 
 from . import raw_metrics
@@ -30,6 +32,10 @@ from .vllm_harness import NUM_BLOCKS
 pytestmark = [pytest.mark.real_vllm, pytest.mark.timeout(1800)]
 
 TTFT = "vllm:time_to_first_token_seconds"
+
+
+class RecordedSource:
+    name = "scrape"  # what the recorded polls came from
 
 
 def relative(a: float, b: float) -> float:
@@ -52,12 +58,20 @@ async def poll_until_finished(watcher: Watcher, first, requests: int, tries: int
     raise AssertionError(f"the console never counted {requests} finished requests: {replica}")
 
 
-async def test_console_counts_rates_and_ttft_match_client_and_vllm_buckets(vllm_server, report):
+async def test_console_counts_rates_and_ttft_match_client_and_vllm_buckets(vllm_server, report, tmp_path):
     url = vllm_server.metrics_url
     before = await settled(url)
     watcher = Watcher(ScrapeSource(targets_from([url]), timeout=5.0), window_seconds=3600.0, interval_seconds=1.0)
+    # The measuring polls also go into a real history file, as `capcon watch` records them.
+    store = Store.open(tmp_path / "history.sqlite")
+
+    def record() -> int:
+        at = watcher.last_watched_at
+        return store.write_poll(PollRecord("vllm", at, at, "scrape", watcher.window_seconds, 1.0, watcher.last_results))
+
     first = await watcher.poll()
     assert first.replicas[0].state == "up", first.replicas[0].error
+    first_id = record()
 
     raw_peaks = Peaks()
     during: list = []
@@ -83,6 +97,7 @@ async def test_console_counts_rates_and_ttft_match_client_and_vllm_buckets(vllm_
         stop.set()
         peaks.cancel()
     final = await poll_until_finished(watcher, first, REQUESTS)
+    final_id = record()
     await asyncio.gather(peaks, polls, return_exceptions=True)
     after = await settled(url)
     await watcher.aclose()
@@ -122,6 +137,15 @@ async def test_console_counts_rates_and_ttft_match_client_and_vllm_buckets(vllm_
     assert relative(replica.ttft_p50_seconds, independent[0.5]) <= 0.01
     assert relative(replica.ttft_p99_seconds, independent[0.99]) <= 0.01
     client_p95 = load.quantile("ttft_seconds", 0.95)
+
+    # The history: the stored buckets of the two polls give the very figures the console showed.
+    reader = Store.open(tmp_path / "history.sqlite", read_only=True)
+    replayer = Watcher(RecordedSource(), window_seconds=3600.0, interval_seconds=1.0)
+    for poll_id in (first_id, final_id):
+        stored = reader.poll(poll_id)
+        replayed = replayer.replay(stored.results, stored.watched_at)
+    assert replayed == final
+    assert relative(replayed.replicas[0].ttft_p95_seconds, independent[0.95]) <= 0.01
 
     # Queueing and KV pressure under load, as vLLM reported them and as the console showed them.
     console_waiting = max((f.replicas[0].waiting or 0.0) for f in during)
