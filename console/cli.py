@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         # Named by the verb's parser, so the line points at `capcon VERB --help`, where the options are.
         parser.verb_parsers[args.verb].error(f"unrecognized arguments: {' '.join(unknown)}")
+    if getattr(args, "db", None) == "":
+        # `--db "$HISTORY"` with the variable unset must not quietly use the user's own history file.
+        parser.verb_parsers[args.verb].error("--db: empty path; expected a history file path (leave --db out for the default file)")
     try:
         return int(args.run(args) or 0)
     except UserError as error:

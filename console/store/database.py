@@ -76,7 +76,7 @@ class Store:
             raise HistoryError(f"{shown}: is a directory; expected a history file")
         try:
             if read_only:
-                connection = sqlite3.connect(f"{target.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+                connection = _open_read_only(target)
             else:
                 connection = sqlite3.connect(str(target), check_same_thread=False, isolation_level=None)
             connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -367,6 +367,27 @@ def result_from_row(name: str, url: str, row: dict, bounds) -> TargetResult:
     return TargetResult(name, url, row["state"], sample, row["error"] or "", row["fetched_at"])
 
 
+def _open_read_only(target: Path) -> sqlite3.Connection:
+    """A reader's connection. A WAL file's reader must create its `-shm` beside it; a reader who may not
+    write that folder (an on-call user reading a service's history) can still read a file no recorder
+    has open, as an immutable file."""
+    uri = target.resolve().as_uri()
+    connection = sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
+    try:
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return connection
+    except sqlite3.OperationalError as error:
+        connection.close()
+        wal = target.with_name(target.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise HistoryError(
+                f"{target}: cannot be read while a recorder writes it ({error}); expected write access to "
+                f"{target.parent} (a reader of a file being written shares memory with the writer there)"
+            ) from None
+    # No recorder has the file open (no write-ahead log left): nothing can change under this reader.
+    return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+
+
 def _low(value: float | None) -> float:
     return value if value is not None else float("-inf")
 
@@ -393,8 +414,19 @@ class _Transaction:
 
     def __exit__(self, kind, error, trace) -> None:
         if kind is None:
-            self.connection.execute("COMMIT")
-        elif self.connection.in_transaction:
-            self.connection.execute("ROLLBACK")
-        if kind is not None:
+            try:
+                # On a full disk the COMMIT itself fails (WAL frames are written at commit) and SQLite
+                # rolls back on its own: that must undo the cached ids like any other failure.
+                self.connection.execute("COMMIT")
+                return
+            except BaseException:
+                self._undo()
+                raise
+        self._undo()
+
+    def _undo(self) -> None:
+        try:
+            if self.connection.in_transaction:
+                self.connection.execute("ROLLBACK")
+        finally:
             self.on_rollback()

@@ -114,7 +114,8 @@ def poll_record(fleet: str, watcher, previous, view, plan: Plan | None, interval
         watched_at=watched_at if watched_at is not None else view.now,
         source=view.figures.source,
         window_seconds=getattr(watcher, "window_seconds", None) or view.figures.window_seconds,
-        interval_seconds=interval_seconds,
+        # The watcher's own interval sets its window slack; the console's +/- keys change only how often it polls.
+        interval_seconds=getattr(watcher, "interval_seconds", None) or interval_seconds,
         results=results,
         figures=view.figures if results is None else None,
         plan=plan,
