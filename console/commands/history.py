@@ -13,25 +13,42 @@ from zoneinfo import ZoneInfo
 
 from console.errors import UserError
 from console.fleet import format as fmt
-from console.fleet.hourly import BUSY_WINDOW_SECONDS, MINUTE, Summary, combine, day_starts, hour_starts, plan_hour, summarise
+from console.fleet.hourly import (
+    BUSY_WINDOW_SECONDS,
+    MINUTE,
+    PlanHour,
+    Summary,
+    combine,
+    day_starts,
+    hour_starts,
+    plan_hour,
+    plan_hour_at_clock,
+    summarise,
+    with_plan,
+)
 from console.fleet.week_fit import WeekFit, fit_week
 from console.plan.model import DAYS, Plan
 from console.plan.schema import PlanError, load_plan, parse_plan
 from console.store.database import Store
-from console.store.series import minute_series, plan_id_in_force, raised_flags, recorded_span
+from console.store.series import minute_series, plan_clocks, plan_id_in_force, raised_flags, recorded_end, recorded_span
 from console.store.when import format_when, iso_when, local_zone, parse_when, zone_named
 
 LEAD_IN_SECONDS = BUSY_WINDOW_SECONDS + MINUTE  # the first window of an hour reaches back five minutes
+# A longer range is tabulated only where something was recorded: an hour grid to the year 2200 is not built.
+LONGEST_TABULATED_SECONDS = 366 * 86400.0
 
 DESCRIPTION = """\
 Summarise a recorded fleet per hour or per day: the busiest five-minute request rate,
 p95 TTFT and TPOT, peak KV usage, preemptions, flags raised, and load against the
-capacity the plan schedules for that hour (the plan recorded with the polls). Hours
-without data are shown as unknown (–), never as 0.
+capacity the plan schedules for that hour (the plan recorded with the polls, read at
+the plan clock they recorded: a `demo --db` week is read at its simulated hours).
+Hours without data are shown as unknown (–), never as 0. Without --to the range ends
+at the last recorded poll (included); typed times are read against the real now.
 
 With --plan FILE, compare the recorded week with that plan instead: each hour of the
-week (Monday first, on the plan's clock) observed against planned rps and token means,
-then a `workloads:` section with the suggested profile to paste over the plan's.
+week (Monday first, on the plan's clock) observed against the plan's total rps
+(interactive plus deferrable arrivals) and token means, then a `workloads:` section
+with the suggested profile to paste over the plan's (deferrable arrivals taken out).
 """
 
 EPILOG = """\
@@ -57,8 +74,9 @@ def add_parser(sub):
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter,
     )
     add_history_options(parser)
-    parser.add_argument("--from", dest="start", metavar="WHEN", help="start (default: 24 hours ago; 7 days with --by day or --plan)")
-    parser.add_argument("--to", dest="end", metavar="WHEN", help="end (default: now)")
+    parser.add_argument("--from", dest="start", metavar="WHEN",
+                        help="start (default: 24 hours before the end; 7 days with --by day or --plan)")
+    parser.add_argument("--to", dest="end", metavar="WHEN", help="end (default: the last recorded poll, included)")
     parser.add_argument("--by", choices=("hour", "day"), default=None, help="a line per hour (default) or per day")
     parser.add_argument("--plan", metavar="FILE", help="compare the recorded week with this plan (with --by: summarise against its capacity)")
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
@@ -149,9 +167,25 @@ def hour_summaries(store: Store, fleet: str, start: float, end: float, zone, pla
         span_start, span_end = max(hour, start), min(hour + 3600.0, end)
         series = minute_series(store, fleet, span_start - LEAD_IN_SECONDS, span_end)
         plan = file_plan or plans.get(plan_id_in_force(store, fleet, span_start, span_end))
-        expected = plan_hour(plan, hour, ZoneInfo(plan.timezone)) if plan is not None else None
-        summaries.append(summarise(series, span_start, span_end, flags, expected))
+        summary = summarise(series, span_start, span_end, flags)
+        expected = _expected(store, fleet, plan, hour, span_start, span_end, summary) if plan is not None else None
+        summaries.append(with_plan(summary, expected))
     return summaries
+
+
+def _expected(store: Store, fleet: str, plan: Plan, hour: float, start: float, end: float, summary: Summary) -> PlanHour:
+    """The plan's hour as the console read it: at the recorded plan clock, else the wall clock in the plan's zone.
+
+    A `demo --db` recording runs a simulated week: its polls carry the plan clock the console
+    showed, and the busiest moment's clock is the one its load is measured against. Rolled-up
+    minutes keep no plan clock, so a span already rolled up is read on the wall clock.
+    """
+    clocks = plan_clocks(store, fleet, start, end)
+    if not clocks:
+        return plan_hour(plan, hour, ZoneInfo(plan.timezone))
+    moment = summary.busiest_at if summary.busiest_at is not None else clocks[-1][0]
+    i = max(bisect_right([at for at, _ in clocks], moment) - 1, 0)
+    return plan_hour_at_clock(plan, clocks[i][1])
 
 
 def day_summaries(hours: list[Summary], start: float, end: float, zone) -> list[Summary]:
@@ -171,6 +205,41 @@ def _zone_name(zone) -> str:
     return key if key and key != "localtime" else "local time"
 
 
+def history_range(args, now: float, default_from: str, last: float | None, zone=None) -> tuple[float, float]:
+    """[start, end) to summarise. Typed times read against the real now.
+
+    Without --to the range ends just after the last recorded poll (a recorder stopped yesterday
+    still shows its last day, last poll included), and the default --from counts back from there.
+    Without --to a --from after the record is an empty range (reported), not an error.
+    """
+    if args.end is not None:
+        end = when_option("--to", args.end, "now", now, zone)
+    else:
+        end = last if last is not None else now
+    start = when_option("--from", args.start if args.start is not None else default_from,
+                        "now", now if args.start is not None else end, zone)
+    if not end > start:
+        if args.end is None:
+            return start, start
+        raise UserError(f"--from {format_when(start, zone)} is not before --to {format_when(end, zone)}; expected an earlier --from")
+    return start, end
+
+
+def tabulated_range(start: float, end: float, spans: list[tuple[float | None, float | None]], zone) -> tuple[float, float, str | None]:
+    """A range longer than a year is cut to what was recorded in it, with a note saying so."""
+    if end - start <= LONGEST_TABULATED_SECONDS:
+        return start, end, None
+    firsts = [first for first, _ in spans if first is not None]
+    lasts = [last for _, last in spans if last is not None]
+    cut_start = max(start, min(firsts)) if firsts else end
+    cut_end = min(end, max(lasts)) if lasts else end
+    if not cut_end > cut_start:
+        cut_start = cut_end = start
+    note = (f"the range {format_when(start, zone)[:16]} to {format_when(end, zone)[:16]} is longer than a year: "
+            f"only its recorded part is shown")
+    return cut_start, cut_end, note
+
+
 def run(args) -> int:
     now = time.time()
     try:
@@ -184,10 +253,10 @@ def run(args) -> int:
     store = open_history(args.db)
     try:
         fleets = chosen_fleets(store, args.fleet)
-        # Without --to, the span ends at the last recorded poll: a recorder stopped yesterday still
-        # shows its last day, not a day of unknowns up to now.
-        last = max((span[1] for span in (recorded_span(store, f) for f in fleets) if span[1] is not None), default=None)
-        start, end = time_range(args, last if args.end is None and last is not None and last < now else now, default_from, chosen_zone)
+        last = max((e for e in (recorded_end(store, f) for f in fleets) if e is not None), default=None)
+        start, end = history_range(args, now, default_from, last, chosen_zone)
+        spans = [(recorded_span(store, f)[0], recorded_end(store, f)) for f in fleets]
+        start, end, note = tabulated_range(start, end, spans, chosen_zone)
         plans = _Plans(store)
         reports = []
         for fleet in fleets:
@@ -206,12 +275,21 @@ def run(args) -> int:
             reports.append((fleet, zone, plan, hours, (first, last)))
     finally:
         store.close()
+    if note and not args.json:
+        print(f"note: {note}")
     if compare:
         fits = [(fleet, zone, hours, fit_week(hours, file_plan, zone)) for fleet, zone, _, hours, _ in reports]
-        _print_fits(args, start, end, file_plan, fits)
+        _print_fits(args, start, end, file_plan, fits, note)
         return 0
-    _print_summaries(args, by, start, end, reports, plans.unreadable)
+    _print_summaries(args, by, start, end, reports, plans.unreadable, note)
     return 0
+
+
+def _span_text(start: float, end: float, zone) -> str:
+    """`A to B`, or `A on` for an empty range (a --from after the last recorded poll)."""
+    if not end > start:
+        return f"{format_when(start, zone)[:16]} on"
+    return f"{format_when(start, zone)[:16]} to {format_when(end, zone)[:16]}"
 
 
 # --- output ------------------------------------------------------------------
@@ -263,7 +341,7 @@ def _trimmed(args, rows: list[Summary]) -> list[Summary]:
     return rows if first is None else rows[first:]
 
 
-def _print_summaries(args, by, start, end, reports, unreadable) -> None:
+def _print_summaries(args, by, start, end, reports, unreadable, note=None) -> None:
     if args.json:
         out = {"from": iso_when(start), "to": iso_when(end), "by": by, "fleets": []}
         for fleet, zone, plan, hours, _ in reports:
@@ -275,14 +353,15 @@ def _print_summaries(args, by, start, end, reports, unreadable) -> None:
                 "samples": any(h.has_data for h in hours),
                 "rows": [_row_json(r, zone) for r in rows],
             })
-        if unreadable:
-            out["notes"] = [f"a recorded plan could not be read: {text}" for text in unreadable]
+        notes = ([note] if note else []) + [f"a recorded plan could not be read: {text}" for text in unreadable]
+        if notes:
+            out["notes"] = notes
         print(json.dumps(out, indent=2))
         return
     for n, (fleet, zone, plan, hours, (first, last)) in enumerate(reports):
         if n:
             print()
-        span = f"{format_when(start, zone)[:16]} to {format_when(end, zone)[:16]} ({_zone_name(zone)})"
+        span = f"{_span_text(start, end, zone)} ({_zone_name(zone)})"
         if not any(h.has_data for h in hours):
             recorded = f"; recorded from {format_when(first, zone)} to {format_when(last, zone)}" if first is not None else ""
             print(f"fleet {fleet}: no samples from {span}{recorded}")
@@ -338,9 +417,11 @@ def _table(rows: list[Summary], zone, by: str) -> str:
     return "\n".join([line(headers)] + [line(cells) for cells in lines])
 
 
-def _print_fits(args, start, end, plan: Plan, fits) -> None:
+def _print_fits(args, start, end, plan: Plan, fits, note=None) -> None:
     if args.json:
         out = {"from": iso_when(start), "to": iso_when(end), "plan": plan.name, "timezone": plan.timezone, "fleets": []}
+        if note:
+            out["notes"] = [note]
         for fleet, _zone, _hours, fit in fits:
             out["fleets"].append(_fit_json(fleet, fit))
         print(json.dumps(out, indent=2))
@@ -348,7 +429,7 @@ def _print_fits(args, start, end, plan: Plan, fits) -> None:
     for n, (fleet, zone, hours, fit) in enumerate(fits):
         if n:
             print()
-        span = f"{format_when(start, zone)[:16]} to {format_when(end, zone)[:16]}"
+        span = _span_text(start, end, zone)
         if not fit.hours_with_data:
             recorded = any(h.has_data for h in hours)
             why = "no hour holds five recorded minutes (the busiest five minutes need them)" if recorded else "no samples"
@@ -358,8 +439,13 @@ def _print_fits(args, start, end, plan: Plan, fits) -> None:
         print(f"{span} · {fit.hours_with_data} of 168 hours of the week observed")
         print(_fit_table(fit))
         print()
-        print(_tokens_line("input", fit.observed_input_mean, fit.planned_input_mean))
-        print(_tokens_line("output", fit.observed_output_mean, fit.planned_output_mean))
+        deferrable = any(w.kind != "interactive" for w in plan.workloads)
+        mix = " (every request, deferrable ones too)" if deferrable else ""
+        print(_tokens_line("input", fit.observed_input_mean, fit.planned_input_mean) + mix)
+        print(_tokens_line("output", fit.observed_output_mean, fit.planned_output_mean) + mix)
+        if deferrable:
+            print(_tokens_line("interactive input", fit.interactive_input_mean, fit.planned_interactive_input_mean))
+            print(_tokens_line("interactive output", fit.interactive_output_mean, fit.planned_interactive_output_mean))
         print()
         print(fit.yaml, end="")
 
@@ -401,6 +487,8 @@ def _fit_json(fleet: str, fit: WeekFit) -> dict:
                 "hour": h.hour,
                 "observed_rps": h.observed_rps,
                 "planned_rps": h.planned_rps,
+                "planned_interactive_rps": h.planned_interactive_rps,
+                "planned_deferrable_rps": h.planned_deferrable_rps,
                 "ratio": h.ratio,
                 "observed_input_mean": h.observed_input_mean,
                 "planned_input_mean": h.planned_input_mean,
@@ -414,6 +502,10 @@ def _fit_json(fleet: str, fit: WeekFit) -> dict:
         "planned_input_mean": fit.planned_input_mean,
         "observed_output_mean": fit.observed_output_mean,
         "planned_output_mean": fit.planned_output_mean,
+        "interactive_input_mean": fit.interactive_input_mean,
+        "planned_interactive_input_mean": fit.planned_interactive_input_mean,
+        "interactive_output_mean": fit.interactive_output_mean,
+        "planned_interactive_output_mean": fit.planned_interactive_output_mean,
         "suggested_rps": {name: [list(day) for day in table] for name, table in fit.suggested_rps.items()},
         "suggested_tokens": {
             name: {"input_mean": t.input_mean, "input_p95": t.input_p95, "output_mean": t.output_mean, "output_max": t.output_max}

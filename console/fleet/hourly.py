@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass, field
-from datetime import datetime, time, timedelta, tzinfo
+from dataclasses import dataclass, field, replace
+from datetime import datetime, time, timedelta, timezone, tzinfo
 from typing import Iterable, Mapping, Sequence
 
 from console.metrics.vllm import Histogram, ReplicaSample, restarted
@@ -142,6 +142,11 @@ def plan_hour(plan: Plan, at: float, zone: tzinfo) -> PlanHour:
     weekday, hour = local.weekday(), local.hour
     replicas, capacity = capacity_at(plan, weekday, hour)
     return PlanHour(weekday, hour, int(replicas), float(capacity), float(interactive_rps(plan, weekday, hour)))
+
+
+def plan_hour_at_clock(plan: Plan, plan_clock: float) -> PlanHour:
+    """The plan's hour at a recorded plan clock (`polls.plan_clock`: the plan's offset already folded in, read as UTC)."""
+    return plan_hour(plan, plan_clock, timezone.utc)
 
 
 # --- increases ---------------------------------------------------------------
@@ -322,6 +327,14 @@ def summarise(
             raised[kind] = raised.get(kind, 0) + 1
     return _summary(start, end, replicas, busiest, busiest_at, kv_max, preemptions, requests, restarts, raised, merged, plan,
                     busiest_seconds=busiest_seconds)
+
+
+def with_plan(summary: Summary, plan: PlanHour | None) -> Summary:
+    """The summary set against a plan hour found after it was computed (the plan clock at its busiest moment)."""
+    load = None
+    if plan is not None and summary.busiest_rps is not None and plan.capacity_rps > 0:
+        load = summary.busiest_rps / plan.capacity_rps
+    return replace(summary, plan=plan, load=load)
 
 
 def _summary(start, end, replicas, busiest, busiest_at, kv_max, preemptions, requests, restarts, raised, merged, plan, load=None,

@@ -1,16 +1,21 @@
 """A recorded week against the plan, hour by hour, and the arrival profile the record suggests.
 
-For each of the 7 x 24 hours of the plan's week (Monday first, on the plan's clock)
-the observed busiest-five-minute rps is set against the plan's interactive rps, and
-the observed mean prompt and output lengths against the means the plan expects in
-that hour. With several recorded weeks an hour of the week keeps its busiest
-occurrence (the plan sizes for the busy week), and the token means pool all of them.
+For each of the 7 x 24 hours of the plan's week (Monday first, on the plan's clock,
+or at the plan clock the polls recorded) the observed busiest-five-minute rps, which
+counts every finished request, is set against the plan's total for that hour: its
+interactive rps plus its deferrable arrivals. The observed mean prompt and output
+lengths are set against the means of the plan's mix in that hour. With several
+recorded weeks an hour of the week keeps its busiest occurrence (the plan sizes for
+the busy week), and the token means pool all of them.
 
-The suggestion is a `workloads:` section to paste over the plan's: the interactive
-arrivals become the observed rps (one interactive workload), or each interactive
-workload scaled by observed / planned of the hour (several); hours without data keep
-the plan's values; token means scale by observed / planned. Deferrable workloads are
-copied unchanged. Pure: plain data in, text out.
+The plan's schedule does not place deferrable work in particular hours (it only checks
+that the work fits in the idle hours), so the deferrable work is taken to arrive as its
+arrivals table says. The suggestion is a `workloads:` section to paste over the plan's:
+the interactive arrivals become the observed rps less the plan's deferrable rps of the
+hour (one interactive workload), or each interactive workload's share of that (several);
+hours without data keep the plan's values; token means scale by the observed interactive
+mean (the plan's deferrable requests of each hour taken out) over the planned one.
+Deferrable workloads are copied unchanged. Pure: plain data in, text out.
 """
 
 from __future__ import annotations
@@ -32,13 +37,22 @@ RPS_DIGITS = 3  # suggested rps are rounded to a thousandth of a request per sec
 class HourFit:
     weekday: int  # 0 = Monday
     hour: int
-    observed_rps: float | None  # busiest five minutes; None: no data for this hour of the week
-    planned_rps: float  # interactive workloads
+    observed_rps: float | None  # busiest five minutes of every request; None: no data for this hour of the week
+    planned_rps: float  # the plan's total: interactive plus deferrable arrivals
     observed_input_mean: float | None
     observed_output_mean: float | None
     planned_input_mean: float | None  # the mix of workloads the plan has in this hour
     planned_output_mean: float | None
     occurrences: int  # recorded hours that fell on this hour of the week
+    planned_interactive_rps: float = 0.0
+    planned_deferrable_rps: float = 0.0
+
+    @property
+    def observed_interactive_rps(self) -> float | None:
+        """The observed rps less the deferrable arrivals the plan has in this hour."""
+        if self.observed_rps is None:
+            return None
+        return max(self.observed_rps - self.planned_deferrable_rps, 0.0)
 
     @property
     def ratio(self) -> float | None:
@@ -57,6 +71,11 @@ class WeekFit:
     planned_input_mean: float | None  # weighted like the observation (by the requests seen in each hour)
     planned_output_mean: float | None
     observed_input_p95: float | None
+    # Interactive requests only: the plan's deferrable requests of each hour taken out of the observed.
+    interactive_input_mean: float | None
+    interactive_output_mean: float | None
+    planned_interactive_input_mean: float | None
+    planned_interactive_output_mean: float | None
     suggested_rps: Mapping[str, tuple[tuple[float, ...], ...]]  # interactive workload -> 7 x 24
     suggested_tokens: Mapping[str, TokenStats]  # interactive workload -> token stats
     yaml: str
@@ -77,6 +96,19 @@ def _mean(delta: BucketDelta | None) -> float | None:
     return delta.sum / delta.count
 
 
+def _deferrable_rps(plan: Plan, weekday: int, hour: int) -> float:
+    return sum(w.rps_by_hour[weekday][hour] for w in plan.workloads if w.kind != "interactive")
+
+
+def _interactive_mean(plan: Plan, weekday: int, hour: int, key: str) -> float | None:
+    """The interactive workloads' planned token mean in one hour (by their rps then, else by peak rps)."""
+    weights = [(getattr(w.tokens, key), w.rps_by_hour[weekday][hour]) for w in plan.interactive]
+    if sum(k for _, k in weights) <= 0:
+        weights = [(getattr(w.tokens, key), w.peak_rps) for w in plan.interactive]
+    total = sum(k for _, k in weights)
+    return sum(v * k for v, k in weights) / total if total > 0 else None
+
+
 def _ratio(observed: float | None, planned: float | None) -> float | None:
     if observed is None or planned is None or not planned > 0:
         return None
@@ -89,11 +121,15 @@ def fit_week(hours: Sequence[Summary], plan: Plan, zone: tzinfo) -> WeekFit:
     prompts: list[list[BucketDelta]] = [[] for _ in range(168)]
     outputs: list[list[BucketDelta]] = [[] for _ in range(168)]
     seen = [0] * 168
+    covered = [0.0] * 168  # seconds of the recorded hours that held token data
     for summary in hours:
         if not summary.has_data:
             continue
-        slot = _slot(summary.start, zone)
+        # The hour the console read the plan at (a recorded plan clock), else the hour on the plan's clock.
+        slot = summary.plan.weekday * 24 + summary.plan.hour if summary.plan is not None else _slot(summary.start, zone)
         seen[slot] += 1
+        if "prompt_length" in summary.deltas or "output_length" in summary.deltas:
+            covered[slot] += summary.end - summary.start
         # A profile is written in busiest five minutes: a rate over less is not one of them.
         if summary.busiest_rps is not None and not summary.busiest_is_short and (busiest[slot] is None or summary.busiest_rps > busiest[slot]):
             busiest[slot] = summary.busiest_rps
@@ -104,38 +140,61 @@ def fit_week(hours: Sequence[Summary], plan: Plan, zone: tzinfo) -> WeekFit:
 
     fits = []
     weighted = {"in": [0.0, 0.0, 0.0], "out": [0.0, 0.0, 0.0]}  # observed sum, count, planned mean x count
+    interactive = {"in": [0.0, 0.0, 0.0], "out": [0.0, 0.0, 0.0]}  # the same, deferrable requests taken out
+    deferrable = [w for w in plan.workloads if w.kind != "interactive"]
     for slot in range(168):
+        day, hour = divmod(slot, 24)
         expected = plan_now(plan, week_time(slot * HOUR))
         prompt, output = merge_deltas(prompts[slot]), merge_deltas(outputs[slot])
-        for key, delta, planned in (("in", prompt, expected.input_tokens_mean), ("out", output, expected.output_tokens_mean)):
-            if _mean(delta) is not None and planned is not None:
-                weighted[key][0] += delta.sum
-                weighted[key][1] += delta.count
-                weighted[key][2] += planned * delta.count
+        for key, delta, planned, field in (("in", prompt, expected.input_tokens_mean, "input_mean"),
+                                           ("out", output, expected.output_tokens_mean, "output_mean")):
+            if _mean(delta) is None or planned is None:
+                continue
+            weighted[key][0] += delta.sum
+            weighted[key][1] += delta.count
+            weighted[key][2] += planned * delta.count
+            # The deferrable requests the plan has arriving in these recorded seconds, and their tokens.
+            counts = [(w.rps_by_hour[day][hour] * covered[slot], getattr(w.tokens, field)) for w in deferrable]
+            count = min(sum(c for c, _ in counts), delta.count)
+            share = count / sum(c for c, _ in counts) if count > 0 else 0.0
+            left_count = delta.count - count
+            left_sum = delta.sum - share * sum(c * mean for c, mean in counts)
+            planned_interactive = _interactive_mean(plan, day, hour, field)
+            if left_count > 0 and left_sum >= 0 and planned_interactive is not None:
+                interactive[key][0] += left_sum
+                interactive[key][1] += left_count
+                interactive[key][2] += planned_interactive * left_count
+        deferrable_rps = _deferrable_rps(plan, day, hour)
         fits.append(HourFit(
-            weekday=slot // 24,
-            hour=slot % 24,
+            weekday=day,
+            hour=hour,
             observed_rps=busiest[slot],
-            planned_rps=expected.planned_load_rps,
+            planned_rps=expected.planned_load_rps + deferrable_rps,
             observed_input_mean=_mean(prompt),
             observed_output_mean=_mean(output),
             planned_input_mean=expected.input_tokens_mean,
             planned_output_mean=expected.output_tokens_mean,
             occurrences=seen[slot],
+            planned_interactive_rps=expected.planned_load_rps,
+            planned_deferrable_rps=deferrable_rps,
         ))
 
-    def pooled(key):
-        total, count, planned = weighted[key]
+    def pooled(sums, key):
+        total, count, planned = sums[key]
         return (total / count, planned / count) if count > 0 else (None, None)
 
-    observed_in, planned_in = pooled("in")
-    observed_out, planned_out = pooled("out")
+    observed_in, planned_in = pooled(weighted, "in")
+    observed_out, planned_out = pooled(weighted, "out")
+    interactive_in, planned_interactive_in = pooled(interactive, "in")
+    interactive_out, planned_interactive_out = pooled(interactive, "out")
     all_prompts = merge_deltas(d for slot in prompts for d in slot)
     input_p95 = delta_quantile(0.95, all_prompts)
     fit_hours = tuple(fits)
     suggested_rps, notes = _suggest_rps(plan, fit_hours)
-    suggested_tokens = _suggest_tokens(plan, _ratio(observed_in, planned_in), _ratio(observed_out, planned_out))
-    text = _yaml(plan, fit_hours, suggested_rps, notes, suggested_tokens, (observed_in, planned_in), (observed_out, planned_out))
+    suggested_tokens = _suggest_tokens(plan, _ratio(interactive_in, planned_interactive_in),
+                                       _ratio(interactive_out, planned_interactive_out))
+    text = _yaml(plan, fit_hours, suggested_rps, notes, suggested_tokens,
+                 (interactive_in, planned_interactive_in), (interactive_out, planned_interactive_out))
     return WeekFit(
         plan_name=plan.name,
         timezone=plan.timezone,
@@ -145,6 +204,10 @@ def fit_week(hours: Sequence[Summary], plan: Plan, zone: tzinfo) -> WeekFit:
         planned_input_mean=planned_in,
         planned_output_mean=planned_out,
         observed_input_p95=input_p95,
+        interactive_input_mean=interactive_in,
+        interactive_output_mean=interactive_out,
+        planned_interactive_input_mean=planned_interactive_in,
+        planned_interactive_output_mean=planned_interactive_out,
         suggested_rps=suggested_rps,
         suggested_tokens=suggested_tokens,
         yaml=text,
@@ -162,17 +225,18 @@ def _suggest_rps(plan: Plan, hours: tuple[HourFit, ...]):
     tables: dict[str, list[list[float]]] = {w.name: [list(day) for day in w.rps_by_hour] for w in interactive}
     peak_total = sum(w.peak_rps for w in interactive)
     for fit in hours:
-        if fit.observed_rps is None:
+        observed = fit.observed_interactive_rps  # the plan's deferrable arrivals of the hour taken out
+        if observed is None:
             continue
         d, h = fit.weekday, fit.hour
         if len(interactive) == 1:
-            tables[interactive[0].name][d][h] = _rounded(fit.observed_rps)
+            tables[interactive[0].name][d][h] = _rounded(observed)
             continue
         planned = sum(w.rps_by_hour[d][h] for w in interactive)
         for w in interactive:
             # Scaled by observed / planned of the hour; an hour the plan left empty is shared by peak rps.
             share = w.rps_by_hour[d][h] / planned if planned > 0 else w.peak_rps / peak_total
-            tables[w.name][d][h] = _rounded(fit.observed_rps * share)
+            tables[w.name][d][h] = _rounded(observed * share)
     result = {}
     for w in interactive:
         table = tables[w.name]
@@ -257,15 +321,22 @@ def _week_yaml(table, hours: tuple[HourFit, ...]) -> list[str]:
 
 def _yaml(plan, hours, suggested_rps, notes, suggested_tokens, inputs, outputs) -> str:
     seen = sum(1 for h in hours if h.observed_rps is not None)
+    deferrable = [w.name for w in plan.workloads if w.kind != "interactive"]
     lines = [
         f"# Suggested from the record: {seen} of 168 hours of the week observed, hours on {plan.timezone} (the plan's clock).",
         "# Arrivals: the busiest five minutes of each hour as recorded; an hour without data keeps the plan's value.",
-        "# Paste over the plan's `workloads:` section.",
-        "workloads:",
     ]
+    if deferrable:
+        lines += [
+            "# The record counts every request, deferrable ones too: each hour's interactive arrivals are the observed rps",
+            f"# less the plan's deferrable arrivals in that hour ({', '.join(deferrable)}; the plan's schedule does not place",
+            "# deferrable work in particular hours, so it is taken to arrive as its arrivals say). Token means likewise",
+            "# leave out the deferrable requests the plan expects in each hour.",
+        ]
+    lines += ["# Paste over the plan's `workloads:` section.", "workloads:"]
     for w in plan.workloads:
         if w.kind != "interactive":
-            lines.append(f"  # {w.name}: deferrable, copied from the plan unchanged")
+            lines.append(f"  # {w.name}: deferrable, copied from the plan unchanged (its arrivals were taken out of the observed above)")
             arrivals = ["    arrivals:", "      week:"] + [
                 f"        {day}: [{', '.join(number(v) for v in w.rps_by_hour[d])}]" for d, day in enumerate(DAYS)
             ]
@@ -278,7 +349,8 @@ def _yaml(plan, hours, suggested_rps, notes, suggested_tokens, inputs, outputs) 
             if observed is None:
                 token_notes[key] = "no token data recorded: the plan's value"
             else:
-                token_notes[key] = f"plan {number(getattr(w.tokens, key))}; observed mix mean {observed:.0f} vs planned {planned:.0f}"
+                which = "interactive" if deferrable else "mix"
+                token_notes[key] = f"plan {number(getattr(w.tokens, key))}; observed {which} mean {observed:.0f} vs planned {planned:.0f}"
         tokens = suggested_tokens[w.name]
         if tokens.output_max > w.tokens.output_max:
             token_notes["output_max"] = "raised to the suggested mean"

@@ -11,6 +11,8 @@ for spans whose raw samples retention has already folded away. Both are merged
 
 from __future__ import annotations
 
+import math
+
 from console.fleet.hourly import MinutePoint
 from console.store.database import SAMPLE_READ_COLUMNS, Store, sample_from_columns
 
@@ -114,3 +116,40 @@ def recorded_span(store: Store, fleet: str) -> tuple[float | None, float | None]
     firsts = [v for v in (polls[0], rollups[0]) if v is not None]
     lasts = [v for v in (polls[1], rollups[1]) if v is not None]
     return (min(firsts) if firsts else None, max(lasts) if lasts else None)
+
+
+def recorded_end(store: Store, fleet: str) -> float | None:
+    """A time just after everything recorded for a fleet: spans ending here keep the last poll and its samples.
+
+    Queries take [start, end): the last poll (and a sample stamped at or after it) needs an end
+    above it, and a rolled-up minute holds samples up to the end of that minute.
+    """
+    fleet_id = store.fleet_id(fleet)
+    if fleet_id is None:
+        return None
+    last_poll = store.connection.execute("SELECT max(at) FROM polls WHERE fleet_id = ?", (fleet_id,)).fetchone()[0]
+    last_sample = store.connection.execute(
+        "SELECT max(s.sampled_at) FROM samples s"
+        " WHERE s.poll_id = (SELECT id FROM polls WHERE fleet_id = ? ORDER BY at DESC, id DESC LIMIT 1)",
+        (fleet_id,),
+    ).fetchone()[0]
+    last_minute = store.connection.execute("SELECT max(minute) FROM minutes WHERE fleet_id = ?", (fleet_id,)).fetchone()[0]
+    lasts = [v for v in (last_poll, last_sample) if v is not None]
+    ends = [math.nextafter(max(lasts), math.inf)] if lasts else []
+    if last_minute is not None:
+        ends.append(last_minute + 60.0)
+    return max(ends) if ends else None
+
+
+def plan_clocks(store: Store, fleet: str, start: float, end: float) -> list[tuple[float, float]]:
+    """(at, plan_clock) of the fleet's polls in [start, end) that recorded where in its week the plan was read.
+
+    The minutes rollup keeps no plan clock: rolled-up spans have none here.
+    """
+    fleet_id = store.fleet_id(fleet)
+    if fleet_id is None:
+        return []
+    return store.connection.execute(
+        "SELECT at, plan_clock FROM polls WHERE fleet_id = ? AND at >= ? AND at < ? AND plan_clock IS NOT NULL ORDER BY at",
+        (fleet_id, start, end),
+    ).fetchall()

@@ -10,7 +10,9 @@ Accepted (`parse_when`):
     2026-11-30T14:03:22Z        with Z or an offset (+01:00): that instant
     1764511402[.5]              unix seconds
 
-Local means the machine's zone unless a `zone` is passed (tests, `--tz`).
+Local means the machine's zone unless a `zone` is passed (tests, `--tz`). A time must
+fall in the years 1970 to 9999: beyond them datetime cannot show it, and no history
+file holds it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 _RELATIVE = re.compile(r"^([+-])\s*(\d+(?:\.\d+)?)\s*([smhdw])$")
 _CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
 _UNIX = re.compile(r"^\d+(?:\.\d+)?$")
+EARLIEST = 0.0  # 1970-01-01 00:00 UTC
+LATEST = 253_402_300_799.0  # 9999-12-31 23:59:59 UTC
 
 
 def _local(naive: datetime, zone: tzinfo | None) -> float:
@@ -42,6 +46,20 @@ def parse_when(text: str, now: float, zone: tzinfo | None = None) -> float:
     given = (text or "").strip()
     if not given:
         raise ValueError(f"an empty time; {EXPECTED}")
+    try:
+        at = _parsed(given, now, zone)
+    except (OverflowError, OSError):  # a date beyond what the platform's clock functions take
+        at = math.inf
+    except ValueError as error:
+        if EXPECTED in str(error):
+            raise
+        at = math.inf  # datetime's own "year 0 is out of range" and the like
+    if not (math.isfinite(at) and EARLIEST <= at <= LATEST):
+        raise ValueError(f"{given!r} is outside the years 1970 to 9999; {EXPECTED}")
+    return at
+
+
+def _parsed(given: str, now: float, zone: tzinfo | None) -> float:
     lowered = given.lower()
     if lowered == "now":
         return float(now)

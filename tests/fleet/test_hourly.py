@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -269,3 +270,19 @@ def test_a_day_prefers_an_hour_with_a_full_five_minutes_over_a_short_busier_one(
     assert short_hour.busiest_is_short and short_hour.busiest_rps > steady_hour.busiest_rps
     day = combine([short_hour, steady_hour], T0, T0 + 7200)
     assert day.busiest_rps == steady_hour.busiest_rps and not day.busiest_is_short
+
+
+def test_a_plan_hour_found_later_sets_the_load_and_a_plan_clock_reads_the_plans_week():
+    from console.fleet.hourly import plan_hour_at_clock, with_plan  # noqa: PLC0415
+    from console.fleet.plan_now import week_time  # noqa: PLC0415
+    from console.plan.schedule import capacity_at  # noqa: PLC0415
+
+    plan = load_plan("plans/chat-8b-l40s.yaml")
+    clocked = plan_hour_at_clock(plan, week_time(4 * 86400 + 11 * 3600 + 1800))  # Friday 11:30 on the plan's clock
+    assert (clocked.weekday, clocked.hour) == (4, 11)
+    assert (clocked.replicas, clocked.capacity_rps) == capacity_at(plan, 4, 11)
+    bare = summarise({}, 0.0, 3600.0)
+    assert with_plan(bare, clocked).load is None  # no rate, no load
+    busy = replace(bare, busiest_rps=3.0)
+    assert with_plan(busy, clocked).load == 3.0 / clocked.capacity_rps
+    assert with_plan(busy, None).plan is None

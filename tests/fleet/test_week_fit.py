@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -92,3 +93,47 @@ def test_several_interactive_workloads_are_each_scaled_by_observed_over_planned(
         assert math.isclose(after.rps_by_hour[0][10], before.rps_by_hour[0][10] * 1.5, abs_tol=1e-3)
         assert after.rps_by_hour[0][11] == before.rps_by_hour[0][11]
     assert "scaled by observed / planned" in fit.yaml
+
+
+def test_deferrable_arrivals_are_part_of_the_planned_total_and_left_out_of_the_suggested_interactive_profile():
+    plan = load_plan("plans/chat-8b-l40s.yaml")  # chat (interactive) plus document-summaries, 0.3 rps weekdays 08-17
+    chat, summaries = plan.workloads
+    assert (chat.kind, summaries.kind) == ("interactive", "deferrable")
+    zone = ZoneInfo(plan.timezone)
+    # Monday 10:00 exactly as planned: chat's and the summaries' rps of that hour, each with its planned prompts.
+    chat_rps, summary_rps = chat.rps_by_hour[0][10], summaries.rps_by_hour[0][10]
+    assert summary_rps > 0
+    chat_count, summary_count = chat_rps * 3600, summary_rps * 3600
+    prompts = BucketDelta({1000.0: chat_count, math.inf: chat_count + summary_count},
+                          chat_count * chat.tokens.input_mean + summary_count * summaries.tokens.input_mean,
+                          chat_count + summary_count)
+    outputs = BucketDelta({1000.0: chat_count + summary_count, math.inf: chat_count + summary_count},
+                          chat_count * chat.tokens.output_mean + summary_count * summaries.tokens.output_mean,
+                          chat_count + summary_count)
+    start = datetime(2026, 11, 23, 10, tzinfo=zone).timestamp()
+    summary = Summary(start, start + 3600, 1, chat_rps + summary_rps, None, None, None, None, None, None, None, 0, {}, None, None,
+                      deltas={"prompt_length": prompts, "output_length": outputs}, busiest_seconds=300.0)
+    fit = fit_week([summary], plan, zone)
+    monday_ten = fit.hours[10]
+    assert math.isclose(monday_ten.planned_rps, chat_rps + summary_rps) and math.isclose(monday_ten.ratio, 1.0)
+    assert (monday_ten.planned_interactive_rps, monday_ten.planned_deferrable_rps) == (chat_rps, summary_rps)
+    assert math.isclose(fit.interactive_input_mean, chat.tokens.input_mean)
+    edited = parse_plan(paste(plan.source_text, fit.yaml), "plans/chat-8b-l40s.yaml")
+    new_chat, new_summaries = edited.workloads
+    assert new_chat.rps_by_hour[0][10] == chat_rps  # the summaries are not counted twice
+    assert new_summaries.rps_by_hour == summaries.rps_by_hour
+    assert new_chat.tokens.input_mean == chat.tokens.input_mean
+    assert new_chat.tokens.output_mean == chat.tokens.output_mean
+    assert "less the plan's deferrable arrivals in that hour (document-summaries;" in fit.yaml
+
+
+def test_an_hour_is_placed_on_the_plan_clock_the_polls_recorded():
+    from console.fleet.hourly import plan_hour_at_clock  # noqa: PLC0415
+    from console.fleet.plan_now import week_time  # noqa: PLC0415
+
+    plan = load_plan(PLAN)
+    at = hour(0, 3, 12.0)  # recorded at 03:00 on the wall clock...
+    clocked = replace(at, plan=plan_hour_at_clock(plan, week_time(2 * 86400 + 14 * 3600)))  # ...Wed 14:00 simulated
+    fit = fit_week([clocked], plan, ZoneInfo(plan.timezone))
+    assert fit.hours[2 * 24 + 14].observed_rps == 12.0
+    assert fit.hours[3].observed_rps is None

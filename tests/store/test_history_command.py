@@ -13,7 +13,7 @@ import pytest
 from console.cli import main
 from console.plan.schedule import replicas_needed
 from console.plan.schema import load_plan, parse_plan
-from console.store.database import Store
+from console.store.database import Store, sample_columns
 from tests.fleet.test_hourly import FakeReplica
 from tests.store.test_series import record
 
@@ -174,3 +174,133 @@ def test_a_recording_shorter_than_five_minutes_is_marked_and_not_fitted_to_the_p
     code, out, err = run(capsys, "--db", str(path), "--plan", PLAN, "--from", "2026-11-23T00:00+01:00", "--to", "2026-11-24T00:00+01:00")
     assert code == 0, err
     assert "no hour holds five recorded minutes" in out
+
+
+# --- the end of the default range, typed times out of range, the recorded plan clock -------------
+
+
+def rows_of(out: str) -> list[dict]:
+    return json.loads(out)["fleets"][0]["rows"]
+
+
+def test_without_to_the_last_recorded_poll_is_counted(history, capsys):
+    code, out, err = run(capsys, "--db", history, "--from", "2026-11-23T09:00+01:00", "--json")
+    assert code == 0, err
+    default = rows_of(out)
+    code, out, err = run(capsys, "--db", history, "--from", "2026-11-23T09:00+01:00", "--to", "2026-11-23T12:00+01:00", "--json")
+    assert code == 0, err
+    explicit = rows_of(out)
+    # Per-minute points from 11:00:30 to 11:59:30 (the last poll of each minute): 118 polls of 3 requests, the last included.
+    assert default[-1]["requests"] == explicit[-1]["requests"] == 118 * 3
+    assert sum(r["requests"] or 0 for r in default) == sum(r["requests"] or 0 for r in explicit)
+
+
+def test_without_to_a_rolled_up_last_minute_is_counted(tmp_path, capsys):
+    path = tmp_path / "rolled.sqlite"
+    store = Store.open(path)
+    replica = FakeReplica()
+    record(store, NINE, {"a": replica.sample(NINE)}, plan=load_plan(PLAN))  # names the fleet, its replica and its plan
+    fleet_id = store.fleet_id("chat")
+    replica_id = store.connection.execute("SELECT id FROM replicas WHERE fleet_id = ?", (fleet_id,)).fetchone()[0]
+    with store._transaction():
+        store.connection.execute("DELETE FROM samples")
+        store.connection.execute("DELETE FROM polls")
+        for minute in range(10):  # ten rolled-up minutes, each's last sample at :55
+            replica.serve(4)
+            row = sample_columns(replica.sample(NINE + 60 * minute + 55), store._layout_id)
+            row.update(replica_id=replica_id, minute=NINE + 60 * minute, fleet_id=fleet_id, samples=6, running_max=1.0,
+                       waiting_max=0.0, kv_usage_max=0.5, state="up", error=None, fetched_at=NINE + 60 * minute + 55)
+            store.db["minutes"].insert(row)
+    store.close()
+    code, out, err = run(capsys, "--db", str(path), "--json")
+    assert code == 0, err
+    (row,) = rows_of(out)
+    assert row["requests"] == 9 * 4  # nine steps between ten minutes: the last minute's included
+
+
+@pytest.fixture()
+def recent(tmp_path):
+    """Polls every 30 s from three hours ago to two hours ago (the real clock): a recorder stopped two hours ago."""
+    import time  # noqa: PLC0415
+
+    path = tmp_path / "recent.sqlite"
+    store = Store.open(path)
+    replica = FakeReplica()
+    begin = (time.time() - 3 * 3600) // 60 * 60  # on a minute boundary: each minute's last poll is its :30 one
+    for i in range(121):
+        replica.serve(2)
+        record(store, begin + 30 * i, {"a": replica.sample(begin + 30 * i)})
+    store.close()
+    return str(path)
+
+
+def test_a_relative_from_counts_back_from_now_not_from_the_last_poll(recent, capsys):
+    code, out, err = run(capsys, "--db", recent, "--from", "-30m")
+    assert code == 0, err
+    assert out.startswith("fleet chat: no samples from ") and " on (" in out and "; recorded from " in out
+    code, out, err = run(capsys, "--db", recent, "--from", "-4h", "--json")
+    assert code == 0, err
+    # Per-minute points run from the first minute's :30 poll to the last poll: 119 polls of 2 requests.
+    assert sum(r["requests"] or 0 for r in rows_of(out)) == 119 * 2
+
+
+def test_a_from_after_the_last_poll_without_to_is_an_empty_range_not_an_error(recent, capsys):
+    code, out, err = run(capsys, "--db", recent, "--from", "now")
+    assert code == 0, err
+    assert out.startswith("fleet chat: no samples from ") and err == ""
+    code, out, err = run(capsys, "--db", recent, "--from", "now", "--plan", PLAN)
+    assert code == 0, err
+    assert "no samples from " in out
+
+
+@pytest.mark.parametrize("argv", [
+    ["--from", "99999999999999999999"],
+    ["--from", "-99999999999999999999d"],
+    ["--to", "99999999999999999999"],
+    ["--from", "0001-01-01T00:00+01:00", "--to", "now"],
+])
+def test_times_beyond_what_a_clock_holds_are_one_line_errors(history, capsys, argv):
+    code, out, err = run(capsys, "--db", history, *argv)
+    assert code == 2 and out == ""
+    assert "1970 to 9999" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.timeout(60)
+def test_a_range_of_centuries_shows_the_recorded_part_and_says_so(history, capsys):
+    code, out, err = run(capsys, "--db", history, "--from", "2026-11-20", "--to", "2200-01-01", "--json")
+    assert code == 0, err
+    shown = json.loads(out)
+    assert [r["start"] for r in shown["fleets"][0]["rows"]] == [
+        "2026-11-23T09:00:00+01:00", "2026-11-23T10:00:00+01:00", "2026-11-23T11:00:00+01:00"]
+    assert any("longer than a year" in note for note in shown["notes"])
+    code, out, err = run(capsys, "--db", history, "--from", "2026-11-20", "--to", "2200-01-01", "--by", "day")
+    assert code == 0, err
+    assert out.startswith("note: the range ") and "Mon 11-23" in out
+
+
+def test_load_and_capacity_are_read_at_the_recorded_plan_clock(tmp_path, capsys):
+    from console.fleet.plan_now import week_time  # noqa: PLC0415
+    from console.plan.schedule import capacity_at  # noqa: PLC0415
+    from console.sources.base import TargetResult  # noqa: PLC0415
+    from console.store.records import PollRecord  # noqa: PLC0415
+    from tests.store.test_series import url  # noqa: PLC0415
+
+    plan = load_plan("plans/chat-8b-l40s.yaml")
+    path = tmp_path / "demo.sqlite"
+    store = Store.open(path)
+    replica = FakeReplica()
+    three = datetime(2026, 11, 23, 3, tzinfo=ZoneInfo(plan.timezone)).timestamp()  # Monday 03:00 on the wall clock
+    wednesday_two_pm = week_time(2 * 86400 + 14 * 3600)  # the simulated week the demo showed
+    for i in range(21):
+        at = three + 30 * i
+        replica.serve(60)
+        result = TargetResult("a", url("a"), "up", replica.sample(at), "", at)
+        store.write_poll(PollRecord("chat", at, at, "scrape", 60.0, 30.0, (result,), plan=plan, plan_clock=wednesday_two_pm + 30 * i))
+    store.close()
+    code, out, err = run(capsys, "--db", str(path), "--json")
+    assert code == 0, err
+    (row,) = rows_of(out)
+    replicas, capacity = capacity_at(plan, 2, 14)
+    assert capacity != capacity_at(plan, 0, 3)[1]  # the wall clock's hour would plan otherwise
+    assert row["planned_capacity_rps"] == capacity and row["planned_replicas"] == replicas
+    assert math.isclose(row["load"], row["busiest_rps"] / capacity)

@@ -82,3 +82,26 @@ def test_raised_flags_and_the_plan_in_force(tmp_path):
     assert store.plan_version(plan_id).text == plan.source_text
     assert plan_id_in_force(store, "chat", T0 + 3600, T0 + 7200) is None
     assert minute_series(store, "nobody", T0, T0 + 60) == {}
+
+
+def test_the_recorded_end_keeps_the_last_poll_and_a_rolled_up_minute_whole(tmp_path):
+    import math  # noqa: PLC0415
+
+    from console.store.series import plan_clocks, recorded_end  # noqa: PLC0415
+
+    store = Store.open(tmp_path / "h.sqlite")
+    replica = FakeReplica()
+    assert recorded_end(store, "chat") is None
+    record(store, T0 + 300, {"r1": replica.sample(T0 + 300)})
+    end = recorded_end(store, "chat")
+    assert end > T0 + 300 and end == math.nextafter(T0 + 300, math.inf)  # [start, end) holds the last poll
+    assert plan_clocks(store, "chat", T0, end) == []  # a poll without a plan clock
+    fleet_id = store.fleet_id("chat")
+    replica_id = store.connection.execute("SELECT id FROM replicas").fetchone()[0]
+    with store._transaction():
+        row = sample_columns(replica.sample(T0 + 655), store._layout_id)
+        row.update(replica_id=replica_id, minute=T0 + 600, fleet_id=fleet_id, samples=6, running_max=1.0,
+                   waiting_max=0.0, kv_usage_max=0.5, state="up", error=None, fetched_at=T0 + 655)
+        store.db["minutes"].insert(row)
+    assert recorded_end(store, "chat") == T0 + 660  # the whole last rolled-up minute
+    assert recorded_span(store, "chat") == (T0 + 300, T0 + 600)

@@ -63,3 +63,25 @@ def test_zone_names():
     assert zone_named("local") is not None
     with pytest.raises(ValueError, match="unknown time zone 'Mars/Olympus'"):
         zone_named("Mars/Olympus")
+
+
+@pytest.mark.parametrize("text", [
+    "99999999999999999999",  # unix seconds far beyond year 9999
+    "-99999999999999999999d",
+    "+99999999999999999999d",
+    "-100000w",  # before 1970
+    "0001-01-01T00:00+01:00",  # a date datetime holds but a unix time does not
+    "9999-12-31T23:59-01:00",  # a year 10000 instant in UTC
+    "1e400",
+])
+def test_times_beyond_1970_to_9999_are_one_line_errors_not_crashes(text):
+    with pytest.raises(ValueError) as caught:
+        parse_when(text, NOW, WARSAW)
+    message = str(caught.value)
+    assert repr(text) in message and "\n" not in message
+    assert "1970 to 9999" in message or "is not a time capcon reads" in message
+
+
+def test_the_edges_of_the_range_still_parse():
+    assert parse_when("1970-01-01T00:00Z", NOW, WARSAW) == 0.0
+    assert parse_when("9999-12-31T23:00Z", NOW, WARSAW) == datetime(9999, 12, 31, 23, tzinfo=timezone.utc).timestamp()
