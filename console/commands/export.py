@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from contextlib import contextmanager
+from heapq import merge
 from typing import Iterator
 
 from console.errors import UserError
@@ -24,7 +25,6 @@ from console.commands.history import add_history_options, chosen_fleets, open_hi
 from console.store.when import iso_when
 
 WHAT = ("samples", "flags", "events", "figures")
-REPLAY_LEAD_IN_SECONDS = 600.0  # polls before --from that warm up the replayed windows
 
 DESCRIPTION = """\
 Export recorded data for spreadsheets (csv, with a header row) and notebooks (jsonl, one
@@ -36,7 +36,9 @@ JSON object a line). Times are given twice: ISO 8601 with the local offset, and 
   flags    flags raised and cleared, with their figures
   events   recording started or stopped, overflow switches, ...
   figures  per poll, the figures the console computed (fleet and each replica: rates, p95s),
-           recomputed by replaying the recorded polls
+           recomputed by replaying the recorded polls as `capcon replay --from` shows them:
+           warmed up on the 15 minutes before --from, each console or recorder start beginning
+           with an empty window as it did live
 """
 
 EPILOG = """\
@@ -235,36 +237,21 @@ _FIGURE_FIELDS = [f for f in Figures.__dataclass_fields__ if f not in ("name", "
 _FIGURE_COLUMNS = ["time", "unix", "fleet", "poll", "subject", "url", "window_seconds", "source"] + _FIGURE_FIELDS
 
 
-class _RecordedSource:
-    """What a replay watcher needs of a source: the recorded source's name."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
 def _figures(store: Store, fleets, start, end, form):
-    from console.watcher import Watcher  # noqa: PLC0415 - only this export replays
+    """Each poll's figures as a replay starting at --from shows them: warmed up on the polls before it, each
+    console run (a recorder restart, clean or not) starting from an empty watcher as it did live."""
+    from console.replay.fleet_replay import FleetReplay  # noqa: PLC0415 - only this export replays
+    from console.replay.loader import recorded_fleets  # noqa: PLC0415
 
-    marks, ids = _fleet_filter(store, fleets)
-    query = (
-        f"SELECT p.id FROM polls p WHERE p.fleet_id IN {marks} AND p.at >= ? AND p.at <= ? ORDER BY p.at, p.id"
-    )
+    def replayed(recorded):
+        fleet_replay = FleetReplay(recorded)
+        for index in range(recorded.first, recorded.last + 1):
+            fleet_replay.go_to(index)
+            yield fleet_replay.poll.at, fleet_replay.poll.id, fleet_replay.poll, fleet_replay.view.figures
 
     def rows():
-        watchers: dict[tuple[str, str, float], Watcher] = {}
-        poll_ids = store.connection.cursor().execute(query, (*ids, start - REPLAY_LEAD_IN_SECONDS, end))
-        for (poll_id,) in poll_ids:
-            poll = store.poll(poll_id)
-            if poll.results is not None:
-                key = (poll.fleet, poll.source, poll.window_seconds)
-                watcher = watchers.get(key)
-                if watcher is None:
-                    watcher = watchers[key] = Watcher(_RecordedSource(poll.source), poll.window_seconds, interval_seconds=poll.interval_seconds)
-                figures = watcher.replay(poll.results, poll.watched_at)
-            else:
-                figures = poll.figures
-            if figures is None or poll.at < start:
-                continue  # the lead-in only warms the windows up
+        # Fleets side by side in time order, as the polls were taken.
+        for _, _, poll, figures in merge(*(replayed(f) for f in recorded_fleets(store, fleets, start, end))):
             for subject, f in (("fleet", figures.fleet), *((r.name, r) for r in figures.replicas)):
                 row = {
                     "time": iso_when(poll.at), "unix": poll.at, "fleet": poll.fleet, "poll": poll.id,

@@ -3,7 +3,8 @@
 For a recorder that runs for weeks on a bastion: the same sources, window and flags as
 `capcon watch`, one poll at a time per fleet (the next starts `--interval` after the last one
 finished), each poll handed to the recorder's writer thread. SIGTERM or Ctrl+C stops it
-cleanly: what is queued is written (within a few seconds), then exit 0.
+cleanly: what is queued is written (within a few seconds), then exit 0. A second signal
+meanwhile ends that wait at once: the polls not written are counted on stderr, exit 1.
 """
 
 from __future__ import annotations
@@ -30,11 +31,18 @@ the same scrape or Prometheus source, window and flags as `capcon watch`, so
 plans record several fleets into one file. A file that another writer locks, that
 is read-only or full is reported on stderr and recording goes on: polls wait in
 memory (up to ten minutes of them) and land when the file takes writes again.
+One writer per fleet and file: a fleet that another running capcon already records
+into the file is refused (exit 2). Without --keep-raw/--keep-minutes the file keeps
+what it kept before (48h raw, 90d rollups for a new file).
 """
 
 EPILOG = """\
-exit status: 0 stopped by SIGTERM, Ctrl+C or --duration; 2 bad input (a plan, an argument, a --db
-that is not a capcon history).
+stopping: SIGTERM or Ctrl+C writes what is queued (up to 5 s); a second SIGTERM or Ctrl+C
+during that wait stops at once and says how many polls were not written.
+exit status: 0 stopped by SIGTERM, Ctrl+C or --duration with every poll written; 1 stopped with
+polls not written (a second Ctrl+C, a file still locked or read-only at exit, polls dropped while
+it refused writes); 2 bad input (a plan, an argument, a --db that is not a capcon history, a
+fleet another capcon already records into the file).
 examples:
   capcon record plans/chat-8b-l40s.yaml                       # the plan's fleet, to the default file
   capcon record --target 10.0.0.5:8000 --target 10.0.0.6:8000 --db /var/lib/capcon/history.sqlite
@@ -107,24 +115,50 @@ def run(args) -> int:
     handles = _handles(args, plans)
     path = history_path(args)
     recorder = open_recorder(path, args, on_change=_say_state)
+    fleet_names = [h.name for h in handles]
+    taken = recorder.other_writers(fleet_names)
+    if taken:
+        recorder.close(0)
+        writer = taken[fleet_names[[name in taken for name in fleet_names].index(True)]]
+        raise UserError(f"{writer.words(str(path))}; expected another --db or a different fleet")
+    from console.commands.recording import retention_words
+
     source = handles[0].watcher.source_name
     targets = sum(len(getattr(h.watcher.source, "targets", None) or ()) for h in handles)
     counted = f"{targets} target{'' if targets == 1 else 's'}, " if targets else ""
     fleets = ", ".join(repr(h.name) for h in handles)
     print(
-        f"recording to {path}: {fleets} ({counted}{source}), every {args.interval:g} s, window {handles[0].watcher.window_seconds:g} s",
+        f"recording to {path}: {fleets} ({counted}{source}), every {args.interval:g} s, window {handles[0].watcher.window_seconds:g} s,"
+        f" keeping {retention_words(recorder)}",
         flush=True,
     )
-    recorder.start(detail={"command": "record", "fleets": [h.name for h in handles], "interval": args.interval})
-    try:
-        asyncio.run(_record(handles, recorder, args.interval, args.duration))
-    finally:
-        from console.commands.recording import close_recorder
+    recorder.start(detail={"command": "record", "fleets": fleet_names, "interval": args.interval})
+    hurried: list[int] = []
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
 
-        close_recorder(recorder, "record")
-    status = recorder.status
-    print(f"stopped: {status.written} polls written to {path}", flush=True)
-    return 0
+    def hurry(signum, frame) -> None:
+        """A second SIGINT/SIGTERM while the queue is written: stop now, the count is still said."""
+        hurried.append(signum)
+        recorder.give_up()
+
+    try:
+        try:
+            asyncio.run(_record(handles, recorder, args.interval, args.duration, on_stop=hurry))
+        finally:
+            from console.commands.recording import close_recorder
+
+            # Ours from the moment the poll loops stop (set in _record): a signal never cuts the close short silently.
+            for signum in previous:
+                signal.signal(signum, hurry)
+            close_recorder(recorder, "record")
+        status = recorder.status
+        if hurried:
+            print(f"capcon record: a second {signal.Signals(hurried[0]).name} ended the wait for the file", file=sys.stderr, flush=True)
+        print(f"stopped: {status.written} polls written to {path}", flush=True)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return 1 if status.waiting or status.dropped else 0
 
 
 def _say_state(status) -> None:
@@ -137,14 +171,21 @@ def _say_state(status) -> None:
         print(f"capcon record: history error: {status.detail} ({status.path})", file=sys.stderr, flush=True)
 
 
-async def _record(handles, recorder, interval: float, duration: float | None) -> None:
-    """Poll every fleet until SIGTERM, SIGINT or `duration`; each fleet on its own chain of polls."""
+async def _record(handles, recorder, interval: float, duration: float | None, on_stop=None) -> None:
+    """Poll every fleet until SIGTERM, SIGINT or `duration`; each fleet on its own chain of polls.
+
+    `on_stop` (a signal handler) takes SIGINT and SIGTERM once polling has stopped."""
     from console.store.poll_feed import PollFeed
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    def signalled(signum: int) -> None:
+        if stop.is_set() and on_stop is not None:
+            on_stop(signum, None)  # a second signal while the poll loops wind down
+        stop.set()
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, signalled, signum)
     if duration is not None:
         loop.call_later(duration, stop.set)
     feeds = [PollFeed(handle, recorder, interval) for handle in handles]
@@ -164,6 +205,8 @@ async def _record(handles, recorder, interval: float, duration: float | None) ->
                     pass
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
+            if on_stop is not None:
+                signal.signal(signum, on_stop)
 
 
 async def _poll_loop(feed, interval: float, stop: asyncio.Event) -> None:

@@ -3,6 +3,14 @@
     add_recording_options(parser, default_on=True)   # --db, --no-record, --keep-raw, --keep-minutes
     path = history_path(args)                        # None: not recording
     recorder = open_recorder(path, args)             # HistoryError (exit 2) for a file that is no history
+
+Retention: without --keep-* a recorder keeps what the file already keeps (a `capcon record
+--keep-raw 7d` on the bastion is not undone by an on-call's `capcon watch`); the defaults
+apply to a new file. Only an explicit option changes the file's retention.
+
+One writer per fleet and file: a fleet another live process records into the file is refused by
+`capcon record` (exit 2) and left unrecorded by `capcon watch` / `capcon demo` (the header says
+which pid records it), so two writers never interleave one fleet's polls.
 """
 
 from __future__ import annotations
@@ -54,17 +62,23 @@ def add_recording_options(parser, default_on: bool, offer_no_record: bool = True
     else:
         group.add_argument("--db", metavar="PATH", help="record to this history file (off unless given)")
     group.add_argument("--keep-raw", type=parse_duration, default=None, metavar="DURATION",
-                       help=f"keep every raw sample this long, then only one-minute rollups (default {RAW_DEFAULT}; units s m h d w)")
+                       help="keep every raw sample this long, then only one-minute rollups (default: what the file already keeps; "
+                       f"{RAW_DEFAULT} for a new file; units s m h d w)")
     group.add_argument("--keep-minutes", type=parse_duration, default=None, metavar="DURATION",
-                       help=f"keep the one-minute rollups this long (default {MINUTES_DEFAULT})")
+                       help=f"keep the one-minute rollups this long (default: what the file already keeps; {MINUTES_DEFAULT} for a new file)")
 
 
-def retention_of(args):
-    """The Retention the options ask for (console.store.retention.Retention)."""
+def retention_of(args, kept=None):
+    """The Retention the options ask for (console.store.retention.Retention), None without --keep-*:
+    the file's own. An option given alone takes the other from `kept` (the file's) or the defaults."""
     from console.store.retention import MINUTES_SECONDS, RAW_SECONDS, Retention  # noqa: PLC0415 - see RAW_DEFAULT
 
-    raw = args.keep_raw if args.keep_raw is not None else RAW_SECONDS
-    minutes = args.keep_minutes if args.keep_minutes is not None else MINUTES_SECONDS
+    if args.keep_raw is None and args.keep_minutes is None:
+        return None
+    raw = args.keep_raw if args.keep_raw is not None else (kept.raw_seconds if kept else RAW_SECONDS)
+    minutes = args.keep_minutes if args.keep_minutes is not None else (kept.minutes_seconds if kept else MINUTES_SECONDS)
+    if args.keep_minutes is None and minutes < raw:
+        minutes = raw  # --keep-raw alone beyond the rollups' span: the rollups follow it
     if minutes < raw:
         raise UserError(
             f"--keep-minutes {show_duration(minutes)}: shorter than --keep-raw {show_duration(raw)}; "
@@ -89,21 +103,64 @@ def history_path(args, default_on: bool = True) -> Path | None:
 
 
 def open_recorder(path: Path, args, on_change=None):
-    """A started-later Recorder on `path`; a file that is no capcon history raises HistoryError (exit 2)."""
-    retention = retention_of(args)
+    """A started-later Recorder on `path`; a file that is no capcon history raises HistoryError (exit 2).
+
+    Without --keep-* it keeps what the file keeps; `shortened_words(recorder)` says when the options cut that."""
     from console.store.recorder import Recorder  # noqa: PLC0415 - sqlite only when recording
 
-    return Recorder(path, retention, on_change=on_change)
+    recorder = Recorder(path, None, on_change=on_change)
+    try:
+        wanted = retention_of(args, recorder.stored_retention)
+    except UserError:
+        recorder.close(0)
+        raise
+    if wanted is not None:
+        recorder.set_retention(wanted)
+    return recorder
+
+
+def retention_words(recorder) -> str:
+    """ "raw 7d, rollups 90d" and, when the options keep less than the file kept, what it kept."""
+    kept, now = recorder.stored_retention, recorder.retention
+    words = f"raw {show_duration(now.raw_seconds)}, rollups {show_duration(now.minutes_seconds)}"
+    if shortened(recorder):
+        words += (f" (shortened: the file kept raw {show_duration(kept.raw_seconds)},"
+                  f" rollups {show_duration(kept.minutes_seconds)})")
+    return words
+
+
+def shortened(recorder) -> bool:
+    kept, now = recorder.stored_retention, recorder.retention
+    return bool(recorder.retention_explicit and kept is not None
+                and (now.raw_seconds < kept.raw_seconds or now.minutes_seconds < kept.minutes_seconds))
+
+
+def say_shortened(recorder, verb: str) -> None:
+    if shortened(recorder):
+        print(f"capcon {verb}: history {recorder.path}: keeping {retention_words(recorder)}", file=sys.stderr, flush=True)
 
 
 @contextmanager
 def recording(path: Path | None, args, handles, verb: str):
-    """A started recorder for the `handles` (None when `path` is None), closed (bounded) on the way out."""
+    """A started recorder for the `handles` (None when `path` is None), closed (bounded) on the way out.
+
+    A fleet another live process records into the file is left out (watch and demo go on without
+    recording it; the header says which pid records it; with an explicit --db a stderr line too)."""
     if path is None:
         yield None
         return
     recorder = open_recorder(path, args)
-    recorder.start(detail={"command": verb, "fleets": [handle.name for handle in handles], "interval": args.interval})
+    say_shortened(recorder, verb)
+    fleets = [handle.name for handle in handles]
+    taken = recorder.other_writers(fleets)
+    if taken:
+        recorder.leave_out(taken, fleets)
+        if args.db:
+            for writer in taken.values():
+                print(f"capcon {verb}: {writer.words(str(path))}; not recording it in this session", file=sys.stderr, flush=True)
+    mine = [name for name in fleets if name not in taken]
+    if mine:
+        recorder.start(detail={"command": verb, "fleets": mine, "interval": args.interval})
     try:
         yield recorder
     finally:

@@ -178,17 +178,22 @@ class FleetReplay:
         return fed
 
     def _step(self, poll: RecordedPoll) -> None:
-        if self.position + 1 in self.recorded.session_starts:
+        index = self.position + 1
+        if index in self.recorded.session_starts:
             self.view, self._watcher = None, None  # a new console run: no view, no samples remembered
         if poll.figures is not None:
             figures = poll.figures  # a figure source: what it answered is what the console showed
         else:
             watcher = self._watcher
             if watcher is None or watcher.source_name != poll.source or watcher.window_seconds != poll.window_seconds:
-                # A new source or window is a new console run: it began with an empty watcher and no view.
-                if watcher is not None:
-                    self.view = None
-                watcher = self._watcher = Watcher(RecordedSource(poll.source), poll.window_seconds, interval_seconds=poll.interval_seconds)
+                if watcher is None:
+                    # The run's watcher kept the interval it started with (its window slack depends on it);
+                    # a later poll may record another one (older consoles wrote the one set with +/-).
+                    interval = self.recorded.run_interval(index, poll)
+                else:
+                    self.view = None  # a new source or window is a new console run: empty watcher, no view
+                    interval = poll.interval_seconds
+                watcher = self._watcher = Watcher(RecordedSource(poll.source), poll.window_seconds, interval_seconds=interval)
             figures = watcher.replay(poll.results or (), poll.watched_at)
         plan = self.recorded.plan(poll.plan_id)
         expected = plan_now(plan, poll.plan_clock) if plan is not None and poll.plan_clock is not None else None

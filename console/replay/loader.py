@@ -13,14 +13,18 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
+from statistics import median
 
 from console.errors import UserError
 from console.plan.model import Plan
 from console.store.database import Store
 # What the recorder writes when a console or `capcon record` starts and stops.
 from console.store.recorder import STARTED as RECORDING_STARTED, STOPPED as RECORDING_STOPPED
-from console.store.records import RecordedPoll
+from console.store.records import Event, RecordedPoll
+
+USUAL_GAPS = 8  # gaps before a poll that say how far apart its run polls (files without recorded starts)
 
 
 def shown_time(at: float) -> str:
@@ -67,6 +71,22 @@ class RecordedFleet:
     def session_start(self, index: int) -> int:
         """The first poll of the console run that took poll `index` (0 when the file says nothing of runs)."""
         return max((i for i in self.session_starts if i <= index), default=0)
+
+    def run_interval(self, index: int, poll: RecordedPoll) -> float:
+        """The interval the watcher of poll `index`'s console run was built with: the one its first poll recorded.
+
+        A run's first poll with another source or window than `poll` was not this watcher's: then `poll`'s own.
+        """
+        first = self.session_start(index)
+        if first == index:
+            return poll.interval_seconds
+        with self._lock:
+            row = self.store.connection.execute(
+                "SELECT source, window_seconds, interval_seconds FROM polls WHERE id = ?", (self.ids[first],)
+            ).fetchone()
+        if row is None or (row[0], row[1]) != (poll.source, poll.window_seconds):
+            return poll.interval_seconds
+        return row[2]
 
     def index_from(self, at: float) -> int:
         """The first poll taken at or after `at`."""
@@ -146,55 +166,85 @@ def _index(store: Store, shown: str, names: list[str] | None, start: float | Non
         if name not in known:
             raise UserError(f"--fleet {name!r}: not recorded in {shown}; expected one of {', '.join(known)}")
     lock = threading.Lock()
-    runs = _runs(store)
+    events = _recorder_events(store)
     fleets = []
     for name in chosen:
-        polls = store.poll_times(name)
-        times = [at for _, at in polls]
-        first = bisect_left(times, start) if start is not None else 0
-        last = bisect_right(times, end) - 1 if end is not None else len(times) - 1
-        if first > last:
+        fleet = _recorded(store, name, start, end, lock, events)
+        if fleet.first > fleet.last:
             if names:  # asked for by name: say why it cannot be shown
                 raise UserError(
                     f"--fleet {name!r}: no polls between {_bound(start, 'its start')} and {_bound(end, 'its end')}; "
-                    f"{shown} holds it from {shown_time(times[0])} to {shown_time(times[-1])}"
+                    f"{shown} holds it from {shown_time(fleet.times[0])} to {shown_time(fleet.times[-1])}"
                 )
             continue
-        fleets.append(RecordedFleet(store, name, polls, first, last, lock, _session_starts(times, runs)))
+        fleets.append(fleet)
     if not fleets:
         spans = "; ".join(f"{i.name} {shown_time(i.first_at)} to {shown_time(i.last_at)}" for i in recorded)
         raise UserError(f"{shown}: no polls between {_bound(start, 'the start')} and {_bound(end, 'the end')}; recorded: {spans}")
     return Replay(shown, store, fleets, min(f.start for f in fleets), max(f.end for f in fleets), lock)
 
 
+def recorded_fleets(store: Store, names: list[str], start: float | None = None, end: float | None = None) -> list[RecordedFleet]:
+    """The fleets among `names` with polls in [start, end], indexed with their runs, on a store opened elsewhere."""
+    lock = threading.Lock()
+    events = _recorder_events(store)
+    fleets = [_recorded(store, name, start, end, lock, events) for name in names]
+    return [f for f in fleets if f.first <= f.last]
 
 
-def _runs(store: Store) -> tuple[list[float], list[float]]:
-    """When recording processes started and stopped (cleanly), oldest first."""
-    events = store.events()
-    return (
-        [e.at for e in events if e.kind == RECORDING_STARTED],
-        [e.at for e in events if e.kind == RECORDING_STOPPED],
-    )
+def _recorded(store: Store, name: str, start: float | None, end: float | None, lock: threading.Lock, events: list[Event]) -> RecordedFleet:
+    polls = store.poll_times(name)
+    times = [at for _, at in polls]
+    first = bisect_left(times, start) if start is not None else 0
+    last = bisect_right(times, end) - 1 if end is not None else len(times) - 1
+    return RecordedFleet(store, name, polls, first, last, lock, _session_starts(name, times, events))
 
 
-def _session_starts(times: list[float], runs: tuple[list[float], list[float]]) -> frozenset[int]:
-    """Polls that began a new console run: a recorder started since the poll before, and that run had ended.
+def _recorder_events(store: Store) -> list[Event]:
+    """Every recorder start and clean stop in the file, oldest first."""
+    return [e for e in store.events() if e.kind in (RECORDING_STARTED, RECORDING_STOPPED)]
 
-    A start alone is not enough: a second recorder (another fleet, another terminal) may start while
-    this fleet's console keeps polling. Its run ended when a stop was recorded in between, or when the
-    gap is longer than two of its intervals (a crash writes no stop).
+
+def _names(event: Event, fleet: str) -> bool:
+    """Whether a recorder start concerns `fleet`: it names it, or names no fleet at all (then it may be any)."""
+    if event.fleet is not None:
+        return event.fleet == fleet
+    named = (event.detail or {}).get("fleets")
+    if isinstance(named, (list, tuple)) and named:
+        return fleet in named
+    return True
+
+
+def _session_starts(fleet: str, times: list[float], events: list[Event]) -> frozenset[int]:
+    """Polls a newly started recording process took first: it began with an empty watcher and no flags.
+
+    A recorder start that names this fleet (or no fleet) begins a new run at the first poll at or
+    after it, gap or no gap: a process killed and restarted at once (systemd Restart=) writes no stop
+    and leaves no gap. Starts of other fleets' recorders leave this fleet's run alone.
     """
-    started, stopped = runs
+    if not any(e.kind == RECORDING_STARTED for e in events):
+        return _gaps(times, [e.at for e in events if e.kind == RECORDING_STOPPED])
     found = set()
-    for start in started:
-        index = bisect_left(times, start)
-        if index == 0 or index >= len(times):
-            continue
-        before, after = times[index - 1], times[index]
-        usual = before - times[index - 2] if index >= 2 else after - before
-        stop = bisect_left(stopped, before)
-        if (stop < len(stopped) and stopped[stop] <= start) or after - before > 2 * usual:
+    for event in events:
+        if event.kind == RECORDING_STARTED and _names(event, fleet):
+            index = bisect_left(times, event.at)
+            if 0 < index < len(times):
+                found.add(index)
+    return frozenset(found)
+
+
+def _gaps(times: list[float], stopped: list[float]) -> frozenset[int]:
+    """A file that recorded no starts: a new run after a recorded stop, or after a gap of over twice the usual one.
+
+    The usual gap is the median of the few before it: a late poll (jitter, a slow target) is not a restart.
+    """
+    found = set()
+    gaps = [after - before for before, after in pairwise(times)]
+    for index in range(1, len(times)):
+        gap = gaps[index - 1]
+        usual = median(gaps[max(0, index - 1 - USUAL_GAPS) : index - 1] or [gap])
+        stop = bisect_left(stopped, times[index - 1])
+        if (stop < len(stopped) and stopped[stop] < times[index]) or gap > 2 * usual:
             found.add(index)
     return frozenset(found)
 

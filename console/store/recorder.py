@@ -1,11 +1,15 @@
 """The recorder: writes polls to the history file on a thread of its own, so the console never waits on disk.
 
-    recorder = Recorder(path, retention=Retention())   # raises HistoryError when `path` is not a history file
+    recorder = Recorder(path, retention=None)          # raises HistoryError when `path` is not a history file;
+                                                         # None: keep what the file already keeps (else the defaults)
+    recorder.other_writers(fleets)                       # {fleet: OtherWriter} another live process records
+    recorder.leave_out(taken)                            # polls of those fleets are not written (the header says why)
     recorder.start(detail={"fleets": [...]})            # starts the writer thread, records "recording_started"
     recorder.submit(record)                              # never blocks; queued for the thread
     recorder.event(at, kind, fleet=None, subject=None, detail=None)
     recorder.status                                      # RecorderStatus, read by the header every second
     recorder.close(timeout=5.0)                          # writes what is queued (bounded), stops the thread
+    recorder.give_up()                                   # from a signal handler: close now, what is queued stays unwritten
 
 A file that refuses writes (locked by another writer, read-only, full) is a state, not an
 end: polls wait in memory (at most MAX_WAITING_SECONDS of them, or MAX_WAITING items; the
@@ -18,7 +22,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import os
+import socket
 import sqlite3
 import threading
 import time
@@ -29,9 +35,11 @@ from typing import Callable, Literal
 
 from console.store.database import BUSY_TIMEOUT_MS, HistoryError, Store
 from console.store.records import PollRecord
-from console.store.retention import Retention
+from console.store.retention import Retention, retention_in_force
 
-RecorderState = Literal["recording", "locked", "read-only", "full", "error", "stopped"]
+# "off": every fleet of this session is recorded into the file by another live process;
+# "partial": some are (the detail names them). Both leave watching untouched.
+RecorderState = Literal["recording", "locked", "read-only", "full", "error", "stopped", "off", "partial"]
 
 # Polls kept in memory while the file refuses writes: ten minutes of them, and never more
 # than MAX_WAITING records (many fleets at a fast interval), oldest dropped first.
@@ -47,6 +55,12 @@ RETENTION_CATCH_UP_SECONDS = 1.0
 
 STARTED = "recording_started"
 STOPPED = "recording_stopped"
+HOST = socket.gethostname()
+# A writer on another host is live while it polls: its last poll at most this many of its
+# intervals (plus a margin) ago. A pid cannot be checked across hosts.
+OTHER_HOST_INTERVALS = 3
+OTHER_HOST_MARGIN_SECONDS = 10.0
+CLOSE_RETRY_SECONDS = 0.1  # on close, a refused write is tried again this soon, until the deadline
 
 # Short words for the header ("✖ rec locked: another writer holds it, 12 waiting").
 REASONS = {
@@ -96,6 +110,114 @@ def state_of(error: BaseException) -> tuple[RecorderState, str]:
     return "error", text
 
 
+@dataclass(frozen=True)
+class OtherWriter:
+    """Another process recording a fleet into the same file."""
+
+    fleet: str
+    pid: int
+    command: str  # "record", "watch", "demo"
+    host: str | None  # None: written by a capcon that did not record its host
+
+    def words(self, path: str) -> str:
+        where = "on this host" if self.host == HOST else f"on host {self.host or 'unknown'}"
+        return f"fleet {self.fleet} is already being recorded into {path} by capcon {self.command} (pid {self.pid}) {where}"
+
+
+def pid_alive(pid: int, since: float) -> bool:
+    """Whether process `pid` on this host is running and was already running at `since` (a reused pid is not the writer)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, under another user
+    except OSError:
+        return False
+    started = _process_started_at(pid)
+    return started is None or started <= since + 1.0
+
+
+def _process_started_at(pid: int) -> float | None:
+    """When `pid` started (unix seconds), from /proc; None where /proc cannot say."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        with open("/proc/stat") as stat:
+            boot = next(float(line.split()[1]) for line in stat if line.startswith("btime "))
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def other_writers(
+    store: Store,
+    fleets: list[str],
+    now: float,
+    *,
+    host: str = HOST,
+    own_pid: int | None = None,
+    alive: Callable[[int, float], bool] = pid_alive,
+) -> dict[str, OtherWriter]:
+    """Of `fleets`, those another live process records into `store`: a "recording_started" with no
+    later "recording_stopped" of its pid, whose pid runs on this host (or, from another host, whose
+    fleet was polled within a few of its intervals). A SIGKILLed writer's session blocks no one."""
+    own_pid = os.getpid() if own_pid is None else own_pid
+    open_sessions: dict[tuple[str | None, int], tuple[float, dict]] = {}
+    rows = store.connection.execute(
+        "SELECT at, kind, detail FROM events WHERE kind IN (?, ?) ORDER BY at, id", (STARTED, STOPPED)
+    )
+    for at, kind, detail in rows:
+        try:
+            detail = json.loads(detail) if detail else {}
+            key = (detail.get("host"), int(detail["pid"]))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            continue
+        if kind == STARTED:
+            open_sessions[key] = (at, detail)
+        else:
+            open_sessions.pop(key, None)
+    wanted = set(fleets)
+    found: dict[str, OtherWriter] = {}
+    for (writer_host, pid), (at, detail) in open_sessions.items():
+        theirs = [name for name in detail.get("fleets") or () if name in wanted and name not in found]
+        if not theirs or (writer_host == host and pid == own_pid):
+            continue
+        if writer_host == host:
+            live = alive(pid, at)
+        else:
+            live = _polled_lately(store, theirs, now, detail.get("interval"))
+        if live:
+            for name in theirs:
+                found[name] = OtherWriter(name, pid, str(detail.get("command") or "record"), writer_host)
+    return found
+
+
+def _polled_lately(store: Store, fleets: list[str], now: float, interval) -> bool:
+    try:
+        interval = float(interval)
+    except (TypeError, ValueError):
+        interval = 5.0
+    recent = now - OTHER_HOST_INTERVALS * interval - OTHER_HOST_MARGIN_SECONDS
+    for name in fleets:
+        last = store.connection.execute(
+            "SELECT max(at) FROM polls WHERE fleet_id = (SELECT id FROM fleets WHERE name = ?)", (name,)
+        ).fetchone()[0]
+        if last is not None and last >= recent:
+            return True
+    return False
+
+
+def _left_out_words(taken: dict[str, OtherWriter], one: bool) -> str:
+    """ "pid 812 records it", or "chat-8b: pid 812 records it" per fleet when several fleets are watched."""
+    def by(writer: OtherWriter) -> str:
+        return f"pid {writer.pid}" if writer.host == HOST else f"pid {writer.pid} on {writer.host or 'another host'}"
+
+    if one:
+        return f"{by(next(iter(taken.values())))} records it"
+    return "; ".join(f"{name}: {by(writer)} records it" for name, writer in taken.items())
+
+
 def _apply_retention():
     """`apply_retention` when this build has it (None until then): looked up late, so recording never waits on it."""
     try:
@@ -120,7 +242,10 @@ class Recorder:
         retention_every: float = RETENTION_EVERY_SECONDS,
     ) -> None:
         self.path = str(path)
+        # None: the file's own retention (another recorder may keep more than the defaults); only an
+        # explicit one (--keep-raw, --keep-minutes) changes what the file keeps.
         self.retention = retention or Retention()
+        self.retention_explicit = retention is not None
         self._open_store = open_store
         self._clock = clock
         self._on_change = on_change
@@ -142,8 +267,13 @@ class Recorder:
         self._deadline = 0.0
         self._retry_at = 0.0
         self._store: Store | None = None
+        self._left_out: dict[str, OtherWriter] = {}
+        self._all_left_out = False
         self._check_parent()
         self._store = self._open(raise_bad_file=True)
+        self.stored_retention = self._stored_retention()
+        if not self.retention_explicit and self.stored_retention is not None:
+            self.retention = self.stored_retention
 
     # --- what the console and `capcon record` call ---------------------------
 
@@ -152,16 +282,39 @@ class Recorder:
         with self._lock:
             return self._status()
 
+    def set_retention(self, retention: Retention) -> None:
+        """An explicit retention (the --keep-* options): applied to the file, whatever it kept before."""
+        self.retention, self.retention_explicit = retention, True
+
+    def other_writers(self, fleets: list[str]) -> dict[str, OtherWriter]:
+        """Of `fleets`, those another live process records into this file ({} when the file cannot be read now)."""
+        if self._store is None:
+            return {}
+        try:
+            return other_writers(self._store, fleets, self._clock())
+        except sqlite3.Error:
+            return {}
+
+    def leave_out(self, taken: dict[str, OtherWriter], fleets: list[str]) -> None:
+        """Polls of the `taken` fleets are not written (another process records them); the status says so."""
+        with self._lock:
+            self._left_out = dict(taken)
+            self._all_left_out = bool(taken) and set(fleets) <= set(taken)
+            status = self._status()
+        self._changed(status)
+
     def start(self, detail: dict | None = None) -> None:
-        """Start the writer thread; the first record is a "recording_started" event (pid plus `detail`)."""
+        """Start the writer thread; the first record is a "recording_started" event (pid, host plus `detail`)."""
         if self._thread is not None:
             return
-        self.event(self._clock(), STARTED, detail={"pid": os.getpid(), **(detail or {})})
+        self.event(self._clock(), STARTED, detail={"pid": os.getpid(), "host": HOST, **(detail or {})})
         self._thread = threading.Thread(target=self._run, name="capcon-recorder", daemon=True)
         self._thread.start()
 
     def submit(self, record: PollRecord) -> None:
         """Queue one poll for the writer thread; never waits on the file."""
+        if record.fleet in self._left_out:
+            return
         self._put(record)
 
     def event(self, at: float, kind: str, fleet: str | None = None, subject: str | None = None, detail: dict | None = None) -> None:
@@ -173,7 +326,7 @@ class Recorder:
             self._finish()
             return self.status
         # Its counts are filled in when it is written, after every poll queued before it.
-        self.event(self._clock(), STOPPED, detail={"pid": os.getpid()})
+        self.event(self._clock(), STOPPED, detail={"pid": os.getpid(), "host": HOST})
         with self._wake:
             if not self._stopping:
                 self._stopping = True
@@ -190,6 +343,21 @@ class Recorder:
             # deadline it writes nothing more); the exit does not wait for it.
             self._set_state("stopped")
         return self.status
+
+    def give_up(self) -> None:
+        """Stop writing now (a second Ctrl+C during `close`): what is still queued is counted, not written.
+
+        Safe to call from a signal handler: it only moves the deadline and interrupts SQLite."""
+        with self._wake:
+            self._stopping = True
+            self._deadline = time.monotonic()
+            self._wake.notify_all()
+        store = self._store
+        if store is not None:
+            try:
+                store.connection.interrupt()
+            except sqlite3.Error:
+                pass
 
     # --- the queue -------------------------------------------------------------
 
@@ -232,6 +400,9 @@ class Recorder:
         state, detail = self._state, self._reason
         if state == "recording" and self._retention_problem:
             state, detail = "error", self._retention_problem
+        if state == "recording" and self._left_out:
+            state = "off" if self._all_left_out else "partial"
+            detail = _left_out_words(self._left_out, state == "off" and len(self._left_out) == 1)
         if state not in ("recording", "stopped") and waiting:
             detail = f"{detail}, {waiting} waiting" if detail else f"{waiting} waiting"
         if state == "stopped" and waiting:
@@ -346,19 +517,38 @@ class Recorder:
             self._set_state("recording")
 
     def _flush_before_deadline(self) -> None:
+        """Try again and again, until the queue is written or the deadline passes (a lock may lift meanwhile)."""
+        while True:
+            if self._store is None:
+                self._store = self._open(raise_bad_file=False)
+            if self._store is not None:
+                try:
+                    if self._write_queued(stopping=True):
+                        return
+                except sqlite3.Error:  # the busy-timeout pragma itself, on a file gone bad
+                    self._drop_store()
+            with self._wake:
+                remaining = self._deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._wake.wait(min(CLOSE_RETRY_SECONDS, remaining))  # give_up() wakes it at once
+
+    def _stored_retention(self) -> Retention | None:
         if self._store is None:
-            self._store = self._open(raise_bad_file=False)
-        if self._store is not None:
-            try:
-                self._write_queued(stopping=True)
-            except sqlite3.Error:  # the busy-timeout pragma itself, on a file gone bad: nothing more to save
-                pass
+            return None
+        try:
+            return retention_in_force(self._store)
+        except sqlite3.Error:
+            return None
 
     def _retain(self) -> bool:
         """One retention round; False when it left work for a round soon after (a backlog)."""
         apply = _apply_retention()
         if apply is None:
             return True
+        if not self.retention_explicit:
+            # Follow the file: a recorder started with --keep-* may have set it since.
+            self.retention = self._stored_retention() or self.retention
         finished = True
         try:
             if "max_chunks" in inspect.signature(apply).parameters:

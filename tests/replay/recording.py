@@ -57,6 +57,7 @@ class Recorded:
     fleet: str
     times: list[float] = field(default_factory=list)
     views: list[FleetView] = field(default_factory=list)
+    replicas: list = field(default_factory=list)  # the fleet itself, for a later run of the console to carry on with
 
 
 def _histogram(rng: random.Random, previous: Histogram | None, bounds, new: int, scale: float) -> Histogram:
@@ -130,24 +131,29 @@ def record_synthetic(
     seed: int = 1,
     keep_views: bool = True,
     plan_path: Path | None = PLAN,
+    jitter: float = 0.0,
+    carry_on: Recorded | None = None,
 ) -> Recorded:
     """Record `seconds` of a synthetic fleet into `path` the way the console records a live one.
 
     Without a plan (`plan_path=None`) only the replica rules can flag: the incident's flags
-    come and go, and nothing holds for the whole recording.
+    come and go, and nothing holds for the whole recording. `jitter` delays each poll by up to
+    that many seconds (a live poll loop is never exact). `carry_on` polls the replicas of an
+    earlier recording: a new console run (an empty watcher, no flags) on a fleet that kept serving.
     """
     incident = incident if incident is not None else Incident()
     plan = load_plan(plan_path) if plan_path is not None else None
     store = Store.open(path)
     watcher = Watcher(ScrapeName(), window, plan=plan, interval_seconds=interval)
     handle = FleetHandle(fleet, plan, watcher)
-    fleet_replicas = [SyntheticReplica(i, seed) for i in range(replicas)]
-    recorded = Recorded(Path(path), fleet)
+    fleet_replicas = carry_on.replicas if carry_on is not None else [SyntheticReplica(i, seed) for i in range(replicas)]
+    recorded = Recorded(Path(path), fleet, replicas=fleet_replicas)
+    delays = random.Random(seed)
     previous = None
     try:
         for step in range(int(seconds // interval) + 1):
             elapsed = step * interval
-            at = start + elapsed
+            at = start + elapsed + (delays.uniform(0.0, jitter) if jitter else 0.0)
             results = [
                 r.scrape(
                     at - 0.05,

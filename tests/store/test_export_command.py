@@ -113,3 +113,69 @@ def test_bad_input_is_one_line_and_exit_2(history, capsys, argv, words):
 def test_a_missing_db_is_one_line_and_exit_2(tmp_path, capsys):
     code, _, err = export(capsys, str(tmp_path / "missing.sqlite"), *RANGE, "--format", "csv")
     assert code == 2 and "no such history file" in err
+
+
+@pytest.fixture(scope="module")
+def three_runs(tmp_path_factory):
+    """A console stopped and started again 8 s later, then killed and restarted at once (no stop, no gap)."""
+    from tests.replay.recording import T0 as R0
+    from tests.replay.recording import Incident, record_synthetic
+
+    path = tmp_path_factory.mktemp("runs") / "history.sqlite"
+    queueing = Incident(down_replica=None, queue_from=60.0, queue_until=150.0)
+
+    def event(at, kind, pid):
+        store = Store.open(path)
+        store.write_event(at, kind, detail={"pid": pid, "fleets": ["assistant"], "interval": 5.0})
+        store.close()
+
+    event(R0 - 1.0, "recording_started", 1)
+    first = record_synthetic(path, 200.0, replicas=3, interval=5.0, incident=queueing, plan_path=None)
+    event(R0 + 201.0, "recording_stopped", 1)
+    event(R0 + 207.0, "recording_started", 2)
+    second = record_synthetic(path, 200.0, interval=5.0, start=R0 + 208.0, incident=queueing, plan_path=None, carry_on=first)
+    event(R0 + 409.0, "recording_started", 3)
+    third = record_synthetic(path, 200.0, interval=5.0, start=R0 + 413.0, incident=queueing, plan_path=None, carry_on=first)
+    return str(path), R0, first.views + second.views + third.views
+
+
+def _replayed(path, start):
+    """The fleet figures a replay opened at `start` shows at each poll from there on, by poll id."""
+    from console.replay.fleet_replay import FleetReplay
+    from console.replay.loader import open_replay
+
+    replay = open_replay(path, start=start)
+    try:
+        (fleet,) = replay.fleets
+        fleet_replay, shown = FleetReplay(fleet), {}
+        for index in range(fleet.first, fleet.last + 1):
+            fleet_replay.go_to(index)
+            shown[fleet.ids[index]] = fleet_replay.view.figures
+        return shown
+    finally:
+        replay.close()
+
+
+def _as_exported(value):
+    return json.loads(json.dumps(value, default=str))
+
+
+@pytest.mark.parametrize("offset", [0.0, 300.0])
+def test_figures_are_the_replays_poll_by_poll_across_console_restarts(three_runs, capsys, offset):
+    path, start, live = three_runs
+    code, out, _ = export(capsys, path, "--from", str(start + offset), "--to", str(start + 700.0), "--format", "jsonl", "--what", "figures")
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    shown = _replayed(path, start + offset)
+    assert sorted({r["poll"] for r in rows}) == sorted(shown)
+    for row in rows:
+        figures = shown[row["poll"]]
+        subject = figures.fleet if row["subject"] == "fleet" else next(r for r in figures.replicas if r.name == row["subject"])
+        for name in ("requests_per_second", "ttft_p95_seconds", "queue_p95_seconds", "waiting", "state", "kv_usage", "requests_per_second_by_reason"):
+            assert row[name] == _as_exported(getattr(subject, name)), f"poll {row['poll']} {row['subject']} {name}"
+    if offset == 0.0:
+        # From the start, the replay is the whole recording: the figures the live consoles showed.
+        fleet_rows = [r for r in rows if r["subject"] == "fleet"]
+        assert [r["requests_per_second"] for r in fleet_rows] == [v.figures.fleet.requests_per_second for v in live]
+        restarts = [i for i, v in enumerate(live) if i and v.figures.fleet.requests_per_second is None]
+        assert len(restarts) == 2, "each new console run starts without a window, as it did live"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
 import threading
 import time
@@ -93,8 +94,9 @@ def test_the_session_is_framed_by_started_and_stopped_events(tmp_path, polls):
     recorder.close()
     events = Store.open(path, read_only=True).events()
     assert [e.kind for e in events] == [STARTED, STOPPED]
-    assert events[0].detail == {"pid": os.getpid(), "fleets": ["chat-8b-l40s"], "interval": 2.0}
-    assert events[1].detail == {"pid": os.getpid(), "written": len(polls), "dropped": 0}
+    # The host makes the pid checkable: another recorder trusts a pid only on its own host.
+    assert events[0].detail == {"pid": os.getpid(), "host": socket.gethostname(), "fleets": ["chat-8b-l40s"], "interval": 2.0}
+    assert events[1].detail == {"pid": os.getpid(), "host": socket.gethostname(), "written": len(polls), "dropped": 0}
 
 
 def test_close_writes_what_is_still_queued(tmp_path, polls):
