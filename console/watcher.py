@@ -19,6 +19,7 @@ interval, so the watcher passes its states on unchanged.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
 from typing import Callable
@@ -130,10 +131,14 @@ class Watcher:
             self._restarted.discard(result.url)  # a full post-restart pair exists now
         self._latest[result.url] = sample
         self._last_good[result.url] = result.fetched_at
-        # Keep samples at least 1/RING_STEPS of the window apart: a 5-minute window at a
+        # Keep about one sample per 1/RING_STEPS of the window: a 5-minute window at a
         # 1-second interval holds ~30 samples per replica, not 300; the span covered is then
-        # between 29/30 of the window and the whole of it.
-        if not ring or sample.at - ring[-1].at >= self.window_seconds / RING_STEPS:
+        # between 29/30 of the window and the whole of it. The steps are fixed slices of the
+        # clock, not distances from the last kept sample, so which samples are kept does not
+        # depend on where the watcher started: a replay warmed up mid-recording keeps the very
+        # samples the live console kept.
+        step = self.window_seconds / RING_STEPS
+        if not ring or math.floor(sample.at / step) != math.floor(ring[-1].at / step):
             ring.append(sample)
         slack = self._slack()
         edge = sample.at - self.window_seconds - slack

@@ -175,3 +175,20 @@ def test_stepping_back_after_a_seek_is_quick_and_still_shows_the_full_replays_vi
     for index in range(target - 1, target - 25, -1):  # two minutes back, one poll at a time
         assert fleet_replay.go_to(index) <= KEYFRAME_EVERY
         assert fleet_replay.view == recorded.views[index], f"poll {index}"
+
+
+def test_a_seek_shows_the_live_view_when_polls_are_closer_than_a_ring_step(tmp_path):
+    # A 1-s poll loop that sleeps a second after each poll: polls 1.02 s apart, a 60-s window keeps every other one.
+    from tests.replay.recording import Incident, record_synthetic
+
+    path = tmp_path / "history.sqlite"
+    quiet = Incident(down_replica=None, queue_replica=None)
+    recorded = record_synthetic(path, 1000.0, replicas=2, interval=1.02, plan_path=None, incident=quiet)
+    replay = open_replay(path)
+    try:
+        for target in (940, 941):  # warm-ups that start one poll apart
+            fleet_replay = FleetReplay(replay.fleets[0])
+            assert fleet_replay.go_to(target) < target
+            assert fleet_replay.view == recorded.views[target], f"seek to poll {target}"
+    finally:
+        replay.close()
