@@ -26,7 +26,7 @@ from typing import Callable
 
 from console.metrics.figures import Figures, FleetFigures
 from console.metrics.vllm import ReplicaSample, restarted
-from console.metrics.window import fleet_figures, replica_figures
+from console.metrics.window import fleet_figures, replica_figures, replica_window
 from console.sources.base import FigureSource, SampleSource, TargetResult
 
 # Slack on the window edge for scheduling jitter: a sample a little older than the window still
@@ -95,12 +95,14 @@ class Watcher:
     def _from_samples(self, results: list[TargetResult], now: float) -> FleetFigures:
         replicas: list[Figures] = []
         windows = []
+        computed = []
         for result in results:
-            figures, window = self._replica(result, now)
+            figures, window, counted = self._replica(result, now)
             replicas.append(figures)
             if window is not None:
                 windows.append(window)
-        fleet = fleet_figures(windows, replicas, now=now)
+                computed.append(counted)
+        fleet = fleet_figures(windows, replicas, now=now, computed=computed)
         newest = max((r.fetched_at for r in results), default=now)
         return FleetFigures(self._span_covered(windows), self.source_name, tuple(replicas), fleet, newest)
 
@@ -121,7 +123,7 @@ class Watcher:
         if result.sample is None:
             last_good = self._last_good.get(result.url)
             age = now - last_good if last_good is not None else None
-            return Figures(result.name, result.url, result.state, error=result.error, data_age_seconds=age), None
+            return Figures(result.name, result.url, result.state, error=result.error, data_age_seconds=age), None, None
         sample = result.sample
         latest = self._latest.get(result.url)
         if latest is not None and restarted(latest, sample):
@@ -155,6 +157,7 @@ class Watcher:
         older = ring[0] if ring[0] is not sample else None
         state = "restarted" if result.url in self._restarted else "up"
         error = "restarted: rates resume after the next refresh" if state == "restarted" else result.error
-        figures = replica_figures(older, sample, result.name, result.url, state=state, error=error, now=now)
-        return figures, (older, sample)
+        window = replica_window(older, sample)  # once: the replica's figures and the fleet totals both use it
+        figures = replica_figures(older, sample, result.name, result.url, state=state, error=error, now=now, window=window)
+        return figures, (older, sample), window
 

@@ -214,14 +214,20 @@ def replica_figures(
     state: ReplicaState = "up",
     error: str = "",
     now: float | None = None,
+    window: ReplicaWindow | None | bool = False,
 ) -> Figures:
-    """One replica's figures: gauges from the newer sample, rates and quantiles from the pair."""
+    """One replica's figures: gauges from the newer sample, rates and quantiles from the pair.
+
+    `window`: `replica_window(older, newer)` when the caller has it already (the fleet totals need it too).
+    """
     if newer is None:
         return Figures(name=name, url=url, state=state, error=error)
     if older is not None and restarted(older, newer):
         state = "restarted"
         error = error or "the replica restarted during the window: rates resume next refresh"
-    values = {**_gauge_figures(newer), **_window_figures(replica_window(older, newer))}
+    if window is False:
+        window = replica_window(older, newer)
+    values = {**_gauge_figures(newer), **_window_figures(window)}
     age = now - newer.at if now is not None else None
     return Figures(name=name, url=url, state=state, error=error, data_age_seconds=age, **values)
 
@@ -232,13 +238,15 @@ def fleet_figures(
     name: str = "fleet",
     url: str = "",
     now: float | None = None,
+    computed: Sequence[ReplicaWindow | None] | None = None,
 ) -> Figures:
     """Fleet totals: rates and gauges summed, KV max, quantiles from merged bucket deltas.
 
     `windows` are the (older, newer) samples of the replicas whose data is current;
-    `replicas` are every replica's figures (for the state and for gauges).
+    `replicas` are every replica's figures (for the state and for gauges); `computed`, when
+    given, holds `replica_window` of each pair already (the replicas' figures needed it).
     """
-    counted = [replica_window(older, newer) for older, newer in windows]
+    counted = list(computed) if computed is not None else [replica_window(older, newer) for older, newer in windows]
     live = [w for w in counted if w is not None]
     merged = _merge_windows(live)
     values = _window_figures(merged)
