@@ -105,7 +105,7 @@ def history_path(args, default_on: bool = True) -> Path | None:
 def open_recorder(path: Path, args, on_change=None):
     """A started-later Recorder on `path`; a file that is no capcon history raises HistoryError (exit 2).
 
-    Without --keep-* it keeps what the file keeps; `shortened_words(recorder)` says when the options cut that."""
+    Without --keep-* it keeps what the file keeps; `say_shortened(recorder, verb)` says when the options cut that."""
     from console.store.recorder import Recorder  # noqa: PLC0415 - sqlite only when recording
 
     recorder = Recorder(path, None, on_change=on_change)

@@ -29,9 +29,10 @@ import sqlite3
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 from console.store.database import BUSY_TIMEOUT_MS, HistoryError, Store
 from console.store.records import PollRecord
@@ -121,7 +122,7 @@ class OtherWriter:
 
     def words(self, path: str) -> str:
         where = "on this host" if self.host == HOST else f"on host {self.host or 'unknown'}"
-        return f"fleet {self.fleet} is already being recorded into {path} by capcon {self.command} (pid {self.pid}) {where}"
+        return f"fleet {self.fleet!r} is already being recorded into {path} by capcon {self.command} (pid {self.pid}) {where}"
 
 
 def pid_alive(pid: int, since: float) -> bool:

@@ -53,6 +53,9 @@ class ConsoleHeader(DiffText):
             text.append("‖ PAUSED" if info.paused else "● live", style="bold reverse" if info.paused else "")
         if info.recording == "rec":
             text.append(" ⏺rec")
+        elif info.recording and info.recording.startswith(("rec off", "rec partial")):
+            # Another capcon already records this fleet into the file: nothing is lost, so no alarm.
+            text.append(f" {printable(info.recording)}")
         elif info.recording:
             # A file that refuses writes is news: the watching goes on, the history does not.
             text.append(f" ✖ {printable(info.recording)}", style="bold")
