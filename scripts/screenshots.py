@@ -7,9 +7,11 @@ traffic spike) with a replica taken down, so the flags panel has work to show.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -18,6 +20,7 @@ sys.path.insert(0, str(REPO))
 from console.commands.demo import fleet_handle  # noqa: E402
 from console.plan.schema import load_plan  # noqa: E402
 from console.sim.fleet import SimFleet  # noqa: E402
+from console.store.recorder import Recorder  # noqa: E402
 from console.tui.app import DEFAULT_THEME, ConsoleApp  # noqa: E402
 
 PLANS = (REPO / "plans" / "internal-assistant-18rps.yaml", REPO / "plans" / "chat-8b-l40s.yaml")
@@ -38,9 +41,12 @@ async def run_for(pilot, seconds: float) -> None:
 async def shoot(out: Path) -> list[Path]:
     plans = [load_plan(str(path)) for path in PLANS]
     saved: list[Path] = []
+    history = Path(tempfile.mkdtemp()) / "history.sqlite"  # what the console records, for the replay shot
+    recorder = Recorder(history)
+    recorder.start()
     async with SimFleet(plans[0], replicas=5, seed=1) as busy, SimFleet(plans[1], replicas=3, seed=2) as calm:
         fleets = [handle_for(busy, plans[0]), handle_for(calm, plans[1])]
-        app = ConsoleApp(fleets, interval=1.0, demo=busy, theme=DEFAULT_THEME)
+        app = ConsoleApp(fleets, interval=1.0, demo=busy, theme=DEFAULT_THEME, recorder=recorder)
         async with app.run_test(size=(120, 40)) as pilot:
             await run_for(pilot, 5)
             busy.spike(3.0, 120.0)
@@ -69,7 +75,28 @@ async def shoot(out: Path) -> list[Path]:
             await pilot.press("f")
             await run_for(pilot, 1)
             saved.append(Path(app.save_screenshot("demo-faults-100x30.svg", str(out))))
+    recorder.close()
+    saved.append(await shoot_replay(history, plans[0].name, out))
     return saved
+
+
+async def shoot_replay(history: Path, fleet: str, out: Path) -> Path:
+    """`capcon replay` on what the console above recorded, paused 20 s before the end, when the flags were up."""
+    from console.commands.replay import open_app
+
+    args = argparse.Namespace(db=str(history), fleet=[fleet], start=None, end=None, speed=1.0, paused=True, theme=None)
+    app = open_app(args)
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await run_for(pilot, 1)
+            await pilot.press("end")
+            await run_for(pilot, 2)
+            for _ in range(20):
+                await pilot.press("comma")
+            await run_for(pilot, 2)
+            return Path(app.save_screenshot("replay-120x40.svg", str(out)))
+    finally:
+        app.replay.replay.close()
 
 
 def main() -> int:

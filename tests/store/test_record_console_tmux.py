@@ -33,7 +33,7 @@ def test_watch_records_by_default_and_its_header_shows_a_locked_file(tmp_path):
         targets = [arg for url in urls for arg in ("--target", url)]
         tmux = in_terminal([sys.executable, "-m", "console", "watch", *targets, "--interval", "1"], data_home)
         try:
-            tmux.wait_for("⏺rec", seconds=40)
+            tmux.wait_for("live · rec", seconds=40)
             tmux.wait_until(lambda _: path.exists() and len(stored_times(path)) >= 2, "two recorded polls")
             holder = sqlite3.connect(path, isolation_level=None)
             holder.execute("BEGIN EXCLUSIVE")
@@ -48,7 +48,7 @@ def test_watch_records_by_default_and_its_header_shows_a_locked_file(tmp_path):
                 holder.execute("ROLLBACK")
                 released_at = time.time()
                 holder.close()
-            tmux.wait_until(lambda screen: "rec locked" not in screen and "⏺rec" in screen, "recording again", seconds=20)
+            tmux.wait_until(lambda screen: "rec locked" not in screen and "live · rec" in screen, "recording again", seconds=20)
             tmux.keys("q")
             tmux.wait_for("CAPCON-EXIT=0")
         finally:
@@ -66,7 +66,7 @@ def test_demo_with_db_records_the_simulated_fleet_and_its_plan_clock(tmp_path):
     data_home = tmp_path / "data"
     tmux = in_terminal([sys.executable, "-m", "console", "demo", "--replicas", "2", "--db", str(db)], data_home)
     try:
-        tmux.wait_for("⏺rec", seconds=40)
+        tmux.wait_for("live · rec", seconds=40)
         tmux.wait_until(lambda _: db.exists() and len(stored_times(db)) >= 3, "three recorded polls")
         tmux.keys("q")
         tmux.wait_for("CAPCON-EXIT=0")

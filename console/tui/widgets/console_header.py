@@ -52,7 +52,8 @@ class ConsoleHeader(DiffText):
         else:
             text.append("‖ PAUSED" if info.paused else "● live", style="bold reverse" if info.paused else "")
         if info.recording == "rec":
-            text.append(" ⏺rec")
+            # Plain text: a record glyph (U+23FA) is missing from many terminal fonts, or drawn two cells wide.
+            text.append(" · rec")
         elif info.recording and info.recording.startswith(("rec off", "rec partial")):
             # Another capcon already records this fleet into the file: nothing is lost, so no alarm.
             text.append(f" {printable(info.recording)}")
