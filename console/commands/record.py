@@ -64,6 +64,7 @@ def add_parser(sub):
     parser.add_argument("--source", choices=("scrape", "prometheus"), default=None, help="scrape replicas directly (default) or query Prometheus")
     parser.add_argument("--prometheus", metavar="URL", help="Prometheus (or Thanos, Mimir) base URL, for --source prometheus")
     parser.add_argument("--selector", default=None, metavar="SEL", help='PromQL label matchers choosing the fleet, e.g. \'job="vllm"\'')
+    parser.add_argument("--name", default=None, metavar="NAME", help="the fleet's name in the history (default: the plan's name, else taken from the targets or the selector)")
     parser.add_argument("--interval", type=float, default=2.0, metavar="S", help=f"seconds between polls (default 2, at least {MIN_INTERVAL:g})")
     parser.add_argument("--window", type=float, default=None, metavar="S", help="seconds the recorded flags' rates and percentiles cover (default 60)")
     parser.add_argument("--timeout", type=float, default=None, metavar="S", help="per-target (or per-query) timeout in seconds (default: the interval, at most 5)")
@@ -94,6 +95,7 @@ def _handles(args, plans):
         _fleet_watchers,
         _window_seconds,
         build_source,
+        fleet_name,
         source_kind,
     )
     from console.fleet_handle import FleetHandle
@@ -103,8 +105,9 @@ def _handles(args, plans):
         _check_fleets(args, plans)
         return [FleetHandle(plan.name, plan, watcher) for plan, watcher in zip(plans, _fleet_watchers(args, plans))]
     plan = plans[0] if plans else None
-    watcher = Watcher(build_source(args, plans), _window_seconds(args, source_kind(args, plans)), plan=plan, interval_seconds=args.interval)
-    return [FleetHandle(plan.name if plan else "fleet", plan, watcher)]
+    source = build_source(args, plans)
+    watcher = Watcher(source, _window_seconds(args, source_kind(args, plans)), plan=plan, interval_seconds=args.interval)
+    return [FleetHandle(fleet_name(args, plan, source), plan, watcher)]
 
 
 def run(args) -> int:

@@ -82,6 +82,7 @@ def add_parser(sub):
     parser.add_argument("--source", choices=("scrape", "prometheus"), default=None, help="scrape replicas directly (default) or query Prometheus")
     parser.add_argument("--prometheus", metavar="URL", help="Prometheus (or Thanos, Mimir) base URL, for --source prometheus")
     parser.add_argument("--selector", default=None, metavar="SEL", help='PromQL label matchers choosing the fleet, e.g. \'job="vllm"\'')
+    parser.add_argument("--name", default=None, metavar="NAME", help="the fleet's name in the console and the history (default: the plan's name, else taken from the targets or the selector)")
     parser.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between refreshes (default 2; at least 0.2 with --once, 1 in the console)")
     parser.add_argument("--window", type=float, default=None, metavar="S", help="seconds the rates and percentiles cover (default 60; with --once and scrape, the span of the two samples)")
     parser.add_argument("--once", action="store_true", help="take two samples --interval apart, print the table and exit; with several plans one table per plan's fleet")
@@ -156,6 +157,23 @@ def _timeout(args) -> float:
     return args.timeout if args.timeout is not None else min(max(args.interval, 1.0), 5.0)
 
 
+def fleet_name(args, plan, source) -> str:
+    """The fleet's name: --name, else the plan's, else one the targets (or the Prometheus selector) give.
+
+    The history keys fleets by name, so two different sets of targets must never share one
+    ("fleet" for every unnamed fleet would merge their histories and block each other's recorders).
+    """
+    if getattr(args, "name", None):
+        return args.name
+    if plan is not None:
+        return plan.name
+    targets = sorted(t.name for t in getattr(source, "targets", ()) or ())
+    if targets:
+        return targets[0] if len(targets) == 1 else f"{targets[0]} +{len(targets) - 1}"
+    selector = getattr(source, "selector", "") or ""
+    return f"prometheus {selector}".strip() if selector or getattr(source, "name", "") == "prometheus" else "fleet"
+
+
 def source_kind(args, plans) -> str:
     if args.source:
         return args.source
@@ -210,7 +228,7 @@ def run(args) -> int:
         return _once_for_fleets(args, plans, path) if args.once else _console_for_fleets(args, plans, path)
     source = build_source(args, plans)
     watcher = Watcher(source, _window_seconds(args, source_kind(args, plans)), plan=plan, interval_seconds=args.interval)
-    handle = FleetHandle(plan.name if plan else "fleet", plan, watcher)
+    handle = FleetHandle(fleet_name(args, plan, source), plan, watcher)
     if args.once:
         with recording(path, args, [handle], "watch") as recorder:
             figures = asyncio.run(_twice(watcher, args.interval, args.window is not None, _feed(handle, recorder, args)))
@@ -240,6 +258,8 @@ def _check_fleets(args, plans) -> None:
     """Several plans: each names its own fleet, so each needs a fleet section, and each comes once."""
     if args.target:
         raise UserError("--target with several plans: each plan's fleet section names its replicas; expected one plan, or no --target")
+    if getattr(args, "name", None):
+        raise UserError("--name with several plans: each fleet is named after its plan; expected one plan, or no --name")
     seen: dict[Path, str] = {}
     for path in args.plan:
         resolved = Path(path).resolve()

@@ -56,6 +56,7 @@ class PrometheusSource:
         client: QueryClient | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self.selector = selector  # names an unnamed fleet
         self.window_seconds = float(window_seconds)
         self.timeout = timeout
         self.queries = promql.refresh_queries(promql.selector_matchers(selector), self.window_seconds)

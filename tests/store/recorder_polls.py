@@ -131,3 +131,14 @@ def capcon_sim(replicas: int = 3, seed: int = 2):
             process.kill()
             process.wait()
         process.stdout.close()
+
+
+def unnamed_fleet(arguments: list[str]) -> str:
+    """The name `capcon watch`/`record` give a fleet of these `--target URL` arguments without a plan or --name."""
+    import argparse
+
+    from console.commands.watch import fleet_name
+    from console.sources.base import targets_from
+    from console.sources.scrape import ScrapeSource
+
+    return fleet_name(argparse.Namespace(name=None), None, ScrapeSource(targets_from(arguments[1::2])))

@@ -31,6 +31,7 @@ from tests.store.recorder_polls import (
     cli_env,
     integrity,
     stored_times,
+    unnamed_fleet,
 )
 
 
@@ -74,7 +75,7 @@ def test_record_writes_to_the_default_path_under_the_data_home_and_stops_at_its_
     done = capcon("record", *targets, "--interval", "1", "--duration", "3.5", data_home=tmp_path / "data")
     assert done.returncode == 0, done.stderr
     path = tmp_path / "data" / "capcon" / "history.sqlite"
-    assert f"recording to {path}: 'fleet' (2 targets, scrape), every 1 s, window 60 s" in done.stdout
+    assert f"recording to {path}: '{unnamed_fleet(targets)}' (2 targets, scrape), every 1 s, window 60 s" in done.stdout
     polls = stored_times(path)
     assert len(polls) >= 2
     assert f"stopped: {len(polls)} polls written to {path}" in done.stdout
@@ -106,7 +107,7 @@ def test_record_stops_cleanly_on_sigterm_and_writes_what_it_polled(tmp_path, tar
     store = Store.open(db, read_only=True)
     events = store.events()
     assert [e.kind for e in events] == ["recording_started", "recording_stopped"]
-    assert events[1].detail["written"] == len(store.poll_times("fleet")) >= 2
+    assert events[1].detail["written"] == len(store.poll_times(unnamed_fleet(targets))) >= 2
     assert f"stopped: {events[1].detail['written']} polls written" in out
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from console.store.database import Store
-from tests.store.recorder_polls import REPO, capcon_sim, cli_env, stored_times
+from tests.store.recorder_polls import REPO, capcon_sim, cli_env, stored_times, unnamed_fleet
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def test_a_second_record_of_the_same_fleet_refuses_and_watch_goes_on_without_rec
         second = capcon("record", *targets, "--duration", "5", "--db", str(db), data_home=tmp_path / "data")
         assert second.returncode == 2
         assert second.stderr == (
-            f"capcon record: fleet 'fleet' is already being recorded into {db} by capcon record (pid {first.pid}) on this host;"
+            f"capcon record: fleet '{unnamed_fleet(targets)}' is already being recorded into {db} by capcon record (pid {first.pid}) on this host;"
             " expected another --db or a different fleet\n"
         )
         assert second.stdout == ""  # refused before the "recording to" line
@@ -84,7 +84,7 @@ def test_a_second_record_of_the_same_fleet_refuses_and_watch_goes_on_without_rec
         polls_before = len(stored_times(db))
         watch = capcon("watch", *targets, "--once", "--interval", "0.5", "--db", str(db), data_home=tmp_path / "data")
         assert watch.returncode == 0, watch.stderr
-        assert f"fleet 'fleet' is already being recorded into {db} by capcon record (pid {first.pid}) on this host" in watch.stderr
+        assert f"fleet '{unnamed_fleet(targets)}' is already being recorded into {db} by capcon record (pid {first.pid}) on this host" in watch.stderr
         assert "not recording it in this session" in watch.stderr
         assert watch.stdout.startswith("capcon watch · source scrape")  # the table was still shown
         assert starts(db) == [first.pid]  # neither the refused record nor the watch opened a session
@@ -118,7 +118,7 @@ def test_a_different_fleet_in_the_same_file_records_beside_it(tmp_path, targets)
     finally:
         stop(first)
     fleets = {fleet.name for fleet in Store.open(db, read_only=True).fleets()}
-    assert fleets == {"fleet", "chat-8b-l40s"}
+    assert fleets == {unnamed_fleet(targets), "chat-8b-l40s"}
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed: the console's terminal tests need it")
