@@ -119,6 +119,7 @@ class ConsoleApp(App):
         self.demo_faults = DemoFaults()  # what this console turned on in the demo fleet
         # Writes each poll to the history file on its own thread (console.store.recorder); None: not recording.
         self.recorder = recorder
+        self._recorder_state: str | None = None  # the last state the operator was told about
         # `capcon replay`: a console.replay.controller.ReplayController; no polls, the views come from
         # the recording and the app's clock is the replay clock (header age, trends, flags all read it).
         self.replay = replay
@@ -143,6 +144,7 @@ class ConsoleApp(App):
             for index in range(len(self.fleets)):
                 self.run_worker(self._poll_loop(index), name=f"poll-{index}", group="polls", exit_on_error=False)
         self.set_interval(1.0, self._redraw)  # the data age moves even when the figures do not
+        self.set_interval(1.0, self._watch_recorder)
         try:
             # The SSH session went away: leave cleanly instead of writing to a dead terminal.
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.exit)
@@ -183,7 +185,28 @@ class ConsoleApp(App):
         if self.recorder is None:
             return None
         status = self.recorder.status
-        return "rec" if status.state == "recording" else f"rec {status.state}" + (f": {status.detail}" if status.detail else "")
+        if status.state == "recording":
+            return "rec"
+        if status.state in ("locked", "read-only", "full"):
+            # Short: at 80 columns the header has room for the state and what waits; the notice says why.
+            return f"rec {status.state}" + (f" ({status.waiting} waiting)" if status.waiting else "")
+        return f"rec {status.state}" + (f": {status.detail}" if status.detail else "")
+
+    def _watch_recorder(self) -> None:
+        """Say once, in words, when the history file stops or starts taking writes (the header keeps the short form)."""
+        if self.recorder is None:
+            return
+        status = self.recorder.status
+        before, self._recorder_state = self._recorder_state, status.state
+        if before is None or status.state == before or status.state == "stopped":
+            return
+        if status.state == "recording":
+            self.notify(f"history {status.path}: recording again ({status.written} polls written)", timeout=6, markup=False)
+        elif status.state in ("locked", "read-only", "full", "error"):
+            self.notify(
+                f"history {status.path}: {status.state}: {status.detail or 'no detail'}; watching goes on, polls wait in memory",
+                severity="warning", timeout=10, markup=False,
+            )
 
     async def on_unmount(self) -> None:
         if self.replay is not None:
@@ -335,7 +358,13 @@ class ConsoleApp(App):
 
     async def action_spike(self) -> None:
         await self._demo("spike", 3.0, 60.0)
+        self._demo_event("demo_spike", None, {"factor": 3.0, "seconds": 60.0})
         self.notify("demo: traffic x3 for 60 s", timeout=3)
+
+    def _demo_event(self, kind: str, subject: str | None, detail: dict) -> None:
+        """What the operator did to the demo fleet goes into the history too: a replayed outage then says it was injected."""
+        if self.recorder is not None:
+            self.recorder.event(self.clock(), kind, fleet=self.fleets[0].name, subject=subject, detail=detail)
 
     def _chosen_replica(self) -> tuple[int, int, str, dict[int, str]]:
         """The replica the fault menu acts on: the one chosen in the table (or shown in detail), else the first.
@@ -393,6 +422,7 @@ class ConsoleApp(App):
         except Exception as error:  # the demo fleet refused: say so, keep the console up
             self.notify(f"demo fault failed: {type(error).__name__}: {error}", severity="error", timeout=6, markup=False)
             return
+        self._demo_event("demo_fault", name, {"key": key, "said": said})
         self.notify(f"demo: {printable(said)}\nfaults on: {printable(faults.summary(names))}", timeout=5, markup=False)
         self._redraw()
 

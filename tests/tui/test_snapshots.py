@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import os
+import time
+
+import pytest
+
 from console.tui.app import ConsoleApp, FleetHandle
 from tests.tui.conftest import make_app, poll_times, settle
 from tests.tui.fakes import PLAN_NOW, DemoRecorder, FakeClock, FakeWatcher, normal_fleet, replica_down_fleet, saturated_fleet
+
+
+@pytest.fixture(autouse=True)
+def utc_clock(monkeypatch):
+    """The console shows local times (flag "since"): the snapshots are drawn on a UTC clock wherever they run."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
 
 
 async def watched_for_a_minute(pilot) -> None:

@@ -54,17 +54,20 @@ class ConsoleHeader(DiffText):
         if info.recording == "rec":
             # Plain text: a record glyph (U+23FA) is missing from many terminal fonts, or drawn two cells wide.
             text.append(" · rec")
-        elif info.recording and info.recording.startswith(("rec off", "rec partial")):
-            # Another capcon already records this fleet into the file: nothing is lost, so no alarm.
-            text.append(f" {printable(info.recording)}")
-        elif info.recording:
-            # A file that refuses writes is news: the watching goes on, the history does not.
-            text.append(f" ✖ {printable(info.recording)}", style="bold")
         if info.read_only:
             text.append(" READ-ONLY", style="bold")
         if info.demo_faults:
             text.append(f" ⚡ {info.demo_faults} FAULT{'S' if info.demo_faults > 1 else ''}", style="bold")
-        text.append(f" · age {fmt.age(info.age_seconds)} · every {info.interval_seconds:g}s")
+        # The data age before the recording's troubles: stale figures matter more than a stalled history.
+        text.append(f" · age {fmt.age(info.age_seconds)}")
+        if info.recording and info.recording.startswith(("rec off", "rec partial")):
+            # Another capcon already records this fleet into the file: nothing is lost, so no alarm.
+            text.append(f" · {printable(info.recording)}")
+        elif info.recording and info.recording != "rec":
+            # A file that refuses writes is news: the watching goes on, the history does not.
+            text.append(f" · ✖ {printable(info.recording)}", style="bold")
+        if not info.replay:
+            text.append(f" · every {info.interval_seconds:g}s")  # in a replay the recorded pace is the speed's ×1
         if info.source or info.plan:
             # A fleet named after its plan (one plan watched) need not repeat the name: 80 columns go fast.
             named = "" if info.plan == info.fleet else f" {printable(info.plan) if info.plan else 'none'}"

@@ -37,7 +37,8 @@ def title(flag: Flag) -> str:
 
 def _since(flag: Flag, now: float) -> tuple[str, str]:
     """(the clock time it began, how long ago)."""
-    return time.strftime("%H:%M:%SZ", time.gmtime(flag.since)), fmt.age(now - flag.since)
+    # Local time, as the replay header, the go-to box and `--from` read it: one clock on the bastion.
+    return time.strftime("%H:%M:%S", time.localtime(flag.since)), fmt.age(now - flag.since)
 
 
 class FlagsPanel(DiffText):
