@@ -39,10 +39,10 @@ def test_watch_records_by_default_and_its_header_shows_a_locked_file(tmp_path):
             holder.execute("BEGIN EXCLUSIVE")
             locked_at = time.time()
             try:
-                screen = tmux.wait_for("rec locked: another writer holds it", seconds=20)
-                waiting = screen.split("holds it, ", 1)[1].split()[0]
+                screen = tmux.wait_for("rec locked (", seconds=20)
+                waiting = screen.split("rec locked (", 1)[1].split()[0]
                 # The console keeps polling meanwhile: more polls wait for the file.
-                tmux.wait_until(lambda now: f"holds it, {waiting} waiting" not in now and "holds it," in now, "more polls waiting")
+                tmux.wait_until(lambda now: f"rec locked ({waiting} waiting)" not in now and "rec locked (" in now, "more polls waiting")
                 assert "● live" in screen and "FLEET 2/2" in screen
             finally:
                 holder.execute("ROLLBACK")

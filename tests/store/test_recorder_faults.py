@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import pytest
 
 import console.store.retention as retention_module
+from console.commands.recording import polls as poll_words
 from console.store.database import Store
 from console.store.recorder import Recorder
 from console.store.retention import Retention
@@ -219,7 +220,7 @@ def test_close_gives_up_on_a_locked_file_within_its_timeout_and_says_what_was_lo
             recorder.submit(record)
         status = recorder.close(timeout=0.5)  # the console is quitting; the lock outlives it
         assert status.state == "stopped"
-        assert status.waiting == len(records) and status.detail == f"{len(records)} polls not written"
+        assert status.waiting == len(records) and status.detail == f"{poll_words(len(records))} not written"
     assert stored_times(path) == []
     assert integrity(path) == "ok"
 
@@ -296,7 +297,13 @@ async def test_the_console_header_shows_a_locked_history_while_the_views_keep_up
                 await poll_times(pilot, 2)  # the console keeps polling while the file is locked
                 assert app.views[0] is not before and app.views[0].now > before.now
                 header = shown(app.screen.query_one(ConsoleHeader))
-                assert "rec locked" in header and "waiting" in header
+                assert "rec locked (" in header and "waiting)" in header
+                for _ in range(100):  # the notice comes with the next second's check
+                    if any("locked" in n.message for n in app._notifications):
+                        break
+                    await pilot.pause(0.02)
+                said = [n.message for n in app._notifications if "locked" in n.message]
+                assert said and str(path) in said[0] and "watching goes on" in said[0]
             for _ in range(400):
                 if recorder.status.written == app.fleets[0].watcher.polls:
                     break
@@ -304,7 +311,78 @@ async def test_the_console_header_shows_a_locked_history_while_the_views_keep_up
             await poll_times(pilot, 1)
             header = shown(app.screen.query_one(ConsoleHeader))
             assert "rec" in header and "locked" not in header
+            for _ in range(100):
+                if any("recording again" in n.message for n in app._notifications):
+                    break
+                await pilot.pause(0.02)
+            assert any("recording again" in n.message for n in app._notifications)
             polls_made = app.fleets[0].watcher.polls
     finally:
         recorder.close()
     assert len(stored_times(path)) == polls_made
+
+
+def test_a_disk_io_error_on_a_file_that_takes_no_writes_is_read_only_naming_the_file(tmp_path):
+    from console.store.recorder import state_of
+
+    path = tmp_path / "history.sqlite"
+    Store.open(path).close()
+    refused = sqlite3.OperationalError("disk I/O error")
+    # A writable file: SQLite's words are kept, without blaming the hardware.
+    state, words = state_of(refused, str(path))
+    assert state == "error" and "a write failed (SQLite: disk I/O error)" in words
+    shm = tmp_path / "history.sqlite-shm"
+    shm.write_bytes(b"")
+    with immutable(shm):
+        assert state_of(refused, str(path)) == ("read-only", f"not writable: {shm}")
+
+
+def test_files_made_immutable_mid_run_are_read_only_not_a_disk_error(tmp_path, polls):
+    path = tmp_path / "history.sqlite"
+    recorder = Recorder(path, retry_seconds=0.2)
+    recorder.start()
+    records = renumbered(polls * 2, start=RECENT + 50_000.0)
+    recorder.submit(records[0])
+    wait_for(lambda: recorder.status.written == 1, "the first poll")
+    wal = tmp_path / "history.sqlite-wal"
+    assert wal.exists()
+    with immutable(path), immutable(wal):
+        for record in records[1:]:
+            recorder.submit(record)
+        wait_for(lambda: recorder.status.state != "recording", "a state")
+        status = recorder.status
+        assert status.state == "read-only", status
+        assert status.detail.startswith(f"not writable: {path}")  # which file, not "disk I/O error"
+    wait_for(lambda: recorder.status.written == len(records), "the queued polls once writable")
+    recorder.close()
+    assert stored_times(path) == [r.at for r in records]
+    assert integrity(path) == "ok"
+
+
+def test_a_log_that_cannot_be_folded_into_the_file_is_shown_and_nothing_is_lost(tmp_path, polls, monkeypatch):
+    import console.store.recorder as recorder_module
+
+    monkeypatch.setattr(recorder_module, "CHECKPOINT_EVERY", 2)
+    path = tmp_path / "history.sqlite"
+    seen: list = []
+    recorder = Recorder(path, retry_seconds=0.2, on_change=seen.append)
+    recorder.start()
+    records = renumbered(polls * 3, start=RECENT + 60_000.0)
+    recorder.submit(records[0])
+    wait_for(lambda: recorder.status.written == 1, "the first poll")
+    half = len(records) // 2
+    with immutable(path):  # only the main file: writes still land in the -wal, checkpoints cannot
+        for record in records[1:half]:
+            recorder.submit(record)
+        wait_for(lambda: recorder.status.written == half and recorder.status.state != "recording", "the checkpoint state")
+        status = recorder.status
+        assert status.state == "read-only" and status.waiting == 0, status
+        assert status.detail.startswith(f"cannot fold the log into {path.name} (not writable: {path})")
+        assert status.detail.endswith(f"polls still land in {path.name}-wal, nothing lost yet")
+    for record in records[half:]:
+        recorder.submit(record)
+    wait_for(lambda: recorder.status.written == len(records) and recorder.status.state == "recording", "the fold once writable")
+    recorder.close()
+    assert "read-only" in [s.state for s in seen]
+    assert stored_times(path) == [r.at for r in records]
+    assert integrity(path) == "ok"

@@ -164,3 +164,24 @@ def test_fault_bookkeeping_follows_the_fleet_rules(steps, on):
     assert faults.kinds(0) == on
     assert faults.count() == len(on)
     assert faults.summary({0: "r0"}) == (f"r0 {', '.join(k.replace('_', ' ').replace('metrics error', 'metrics 500') for k in on)}" if on else "none")
+
+
+async def test_spikes_and_faults_go_into_the_history_as_events(tmp_path):
+    from console.store.database import Store
+    from console.store.recorder import Recorder
+
+    path = tmp_path / "history.sqlite"
+    recorder = Recorder(path)
+    recorder.start()
+    app = make_app(normal_fleet(), demo=DemoRecorder(), recorder=recorder)
+    try:
+        async with app.run_test() as pilot:
+            await settle(pilot)
+            await pilot.press("x")
+            await choose(pilot, "d")
+            await pilot.pause()
+    finally:
+        recorder.close()
+    events = [(e.kind, e.subject) for e in Store.open(path, read_only=True).events() if e.kind.startswith("demo_")]
+    assert events[0] == ("demo_spike", None)
+    assert events[1][0] == "demo_fault" and events[1][1] == app.views[0].rows[0].key
