@@ -4,6 +4,9 @@ The clock is the recorded moment on screen. Playing moves it by the wall time
 elapsed times the speed; each fleet then shows the view of its last poll at or
 before the clock (every poll in between is fed, only the last one is drawn).
 
+A file may still be written by a recorder: reaching the end (playing, stepping, End, a
+go-to or jump past it) first indexes the polls written since, and carries on through them.
+
 Every method that moves the clock computes views, which can take a while after a
 seek (a warm-up): the console calls them on a worker thread, one at a time, and
 draws the Frame they return.
@@ -11,8 +14,10 @@ draws the Frame they return.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Callable
 
@@ -25,6 +30,13 @@ from console.store.records import RecordedPoll
 # A stalled event loop (a suspended terminal) must not fling the clock far ahead when it wakes.
 MAX_WALL_STEP_SECONDS = 1.0
 END_WORDS = "end of recording"
+
+
+def end_words(last: float, stopped: bool) -> str:
+    """What reaching the end says: plainly when the recorder said it stopped, else that more may come."""
+    if stopped:
+        return END_WORDS
+    return f"{END_WORDS} (last poll {shown_time(last)[-8:]}; the recorder may still be writing: press End again to catch up)"
 
 
 @dataclass(frozen=True)
@@ -102,19 +114,19 @@ class ReplayController:
         if not self.playing:
             return None
         target = self.at + elapsed * self.speed
-        if target >= self.end:
+        if target >= self.end and not self._catch_up():
             self.playing = False
-            return self._move(self.end, ended=True, note=END_WORDS)
-        return self._move(target, playing_on=True)
+            return self._move(self.end, ended=True, note=self._end_words())
+        return self._move(min(target, self.end), playing_on=True)
 
     def toggle(self) -> Frame:
-        """Play or pause; playing at the end starts again from the start."""
+        """Play or pause; playing at the end plays on through polls written since, or else starts again from the start."""
         self._mark = self._wall()
         if self.playing:
             self.playing = False
             return self.frame()
         self.playing = True
-        if self.at >= self.end:
+        if self.at >= self.end and not self._catch_up():
             return self._move(self.start, note="from the start")
         return self.frame()
 
@@ -131,9 +143,11 @@ class ReplayController:
         """One poll forward (1) or back (-1) on the nearest fleet's polls; pauses."""
         self.playing = False
         if direction > 0:
-            found = [f.recorded.times[i] for f in self.fleets if (i := f.recorded.index_at(self.at) + 1) <= f.recorded.last]
+            found = self._next_polls()
+            if not found and self._catch_up():
+                found = self._next_polls()
             if not found:
-                return self._move(self.end, ended=True, note=END_WORDS)
+                return self._move(self.end, ended=True, note=self._end_words())
             return self._move(min(found))
         found = [f.recorded.times[i] for f in self.fleets if (i := f.recorded.index_from(self.at) - 1) >= f.recorded.first]
         if not found:
@@ -144,24 +158,55 @@ class ReplayController:
         return self.seek(self.at + seconds)
 
     def seek(self, at: float) -> Frame:
-        """Go to `at` (clamped to the recording) and keep playing or paused as before."""
+        """Go to `at` (clamped to the recording) and keep playing or paused as before.
+
+        The header shows whole seconds, so `at` means the second shown: the clock lands on the last poll
+        taken in that second when there is one (`g 14:05:30` shows the poll of 14:05:30.6 with its age 0,
+        and `.` then moves to the next poll), else stays at `at` with the poll before it.
+        """
         note = ""
+        if at > self.end:
+            self._catch_up()
         if at < self.start:
             note = f"the recording starts at {shown_time(self.start)}"
         elif at > self.end:
             note = f"the recording ends at {shown_time(self.end)}"
-        target = self._clamp(at)
+            if not self.replay.recording_stopped():
+                note += " so far (the recorder may still be writing: press End to catch up)"
+        target = self._in_second(self._clamp(at))
         if target >= self.end and self.playing:
             self.playing = False
-            return self._move(target, ended=True, note=END_WORDS)
+            return self._move(target, ended=True, note=self._end_words())
         return self._move(target, note=note)
 
     def to_start(self) -> Frame:
         return self._move(self.start, note="start of recording")
 
     def to_end(self) -> Frame:
+        """The last poll, after reading the polls a recorder wrote since the file was indexed."""
         self.playing = False
-        return self._move(self.end, ended=True, note=END_WORDS)
+        self._catch_up()
+        return self._move(self.end, ended=True, note=self._end_words())
+
+    def _in_second(self, at: float) -> float:
+        """The last poll of any fleet taken in the second `at` falls in, at or after `at`; else `at`."""
+        second_end = math.floor(at) + 1.0
+        later = [f.recorded.times[i] for f in self.fleets
+                 if (i := bisect_left(f.recorded.times, second_end) - 1) >= 0 and f.recorded.times[i] > at]
+        return min(max(later, default=at), self.end)
+
+    def _catch_up(self) -> bool:
+        """Index the polls written since (a recorder may still be writing the file); whether there were any."""
+        if not self.replay.refresh():
+            return False
+        self.end = self.replay.end
+        return True
+
+    def _end_words(self) -> str:
+        return end_words(self.end, self.replay.recording_stopped())
+
+    def _next_polls(self) -> list[float]:
+        return [f.recorded.times[i] for f in self.fleets if (i := f.recorded.index_at(self.at) + 1) <= f.recorded.last]
 
     def _clamp(self, at: float) -> float:
         return min(max(at, self.start), self.end)

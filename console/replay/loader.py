@@ -47,8 +47,9 @@ class RecordedFleet:
     ) -> None:
         self.store = store
         self.name = name
-        self.ids = tuple(poll_id for poll_id, _ in polls)
-        self.times = tuple(at for _, at in polls)
+        # Lists: a replay of a file still being recorded appends the polls written since (`extend`).
+        self.ids = [poll_id for poll_id, _ in polls]
+        self.times = [at for _, at in polls]
         self.first = first  # index of the first poll inside the chosen range
         self.last = last  # and of the last one
         # Polls that a newly started console took first: it began with no view and an empty watcher.
@@ -87,6 +88,15 @@ class RecordedFleet:
         if row is None or (row[0], row[1]) != (poll.source, poll.window_seconds):
             return poll.interval_seconds
         return row[2]
+
+    def extend(self, fresh: list[tuple[int, float]], session_starts: frozenset[int]) -> None:
+        """Append polls written after the last one indexed, and the runs they start (indexes in the longer list)."""
+        before = len(self.times)
+        self.ids.extend(poll_id for poll_id, _ in fresh)
+        self.times.extend(at for _, at in fresh)
+        # Runs already indexed keep their starts: chains and keyframes computed on them stay valid.
+        self.session_starts = self.session_starts | frozenset(i for i in session_starts if i >= before)
+        self.last = len(self.times) - 1  # the new polls are inside the range: refresh reads none past --to
 
     def index_from(self, at: float) -> int:
         """The first poll taken at or after `at`."""
@@ -133,6 +143,35 @@ class Replay:
     start: float
     end: float
     lock: threading.Lock = field(default_factory=threading.Lock)
+    bound: float | None = None  # the end asked for (--to): polls written later are not part of this replay
+
+    def refresh(self) -> int:
+        """Index the polls written since the file was indexed (a recorder may still be writing it); returns how many.
+
+        Cheap: only polls at or after each fleet's last indexed one are read, and the recorder's
+        start and stop events for the runs they begin. Plan versions are read when a poll needs them.
+        """
+        if self.bound is not None and self.end >= self.bound:
+            return 0
+        with self.lock:
+            events = _recorder_events(self.store)
+            added = 0
+            for fleet in self.fleets:
+                indexed = set(fleet.ids[fleet.index_from(fleet.times[-1]) :])  # the last moment's polls, read again by `>=`
+                fresh = [(i, at) for i, at in self.store.poll_times(fleet.name, fleet.times[-1], self.bound) if i not in indexed]
+                if fresh:
+                    times = fleet.times + [at for _, at in fresh]
+                    fleet.extend(fresh, _session_starts(fleet.name, times, events))
+                    added += len(fresh)
+        if added:
+            self.end = max(f.end for f in self.fleets)
+        return added
+
+    def recording_stopped(self) -> bool:
+        """Whether every replayed fleet's recorder said it stopped (after its last poll indexed): then the end is the end."""
+        with self.lock:
+            events = _recorder_events(self.store)
+        return all(_stopped(fleet.name, fleet.times[-1], events) for fleet in self.fleets)
 
     def close(self) -> None:
         with self.lock:
@@ -181,7 +220,7 @@ def _index(store: Store, shown: str, names: list[str] | None, start: float | Non
     if not fleets:
         spans = "; ".join(f"{i.name} {shown_time(i.first_at)} to {shown_time(i.last_at)}" for i in recorded)
         raise UserError(f"{shown}: no polls between {_bound(start, 'the start')} and {_bound(end, 'the end')}; recorded: {spans}")
-    return Replay(shown, store, fleets, min(f.start for f in fleets), max(f.end for f in fleets), lock)
+    return Replay(shown, store, fleets, min(f.start for f in fleets), max(f.end for f in fleets), lock, end)
 
 
 def recorded_fleets(store: Store, names: list[str], start: float | None = None, end: float | None = None) -> list[RecordedFleet]:
@@ -203,6 +242,21 @@ def _recorded(store: Store, name: str, start: float | None, end: float | None, l
 def _recorder_events(store: Store) -> list[Event]:
     """Every recorder start and clean stop in the file, oldest first."""
     return [e for e in store.events() if e.kind in (RECORDING_STARTED, RECORDING_STOPPED)]
+
+
+def _writer(event: Event) -> tuple:
+    detail = event.detail or {}
+    return detail.get("host"), detail.get("pid")
+
+
+def _stopped(fleet: str, last_poll: float, events: list[Event]) -> bool:
+    """Whether the process that recorded `fleet` last wrote its stop: the latest start naming it has a later
+    stop from the same process (host, pid); in a file without starts, a stop after its last poll."""
+    starts = [e for e in events if e.kind == RECORDING_STARTED and _names(e, fleet)]
+    if not starts:
+        return any(e.kind == RECORDING_STOPPED and e.at >= last_poll for e in events)
+    latest = starts[-1]
+    return any(e.kind == RECORDING_STOPPED and e.at >= max(latest.at, last_poll) and _writer(e) == _writer(latest) for e in events)
 
 
 def _names(event: Event, fleet: str) -> bool:

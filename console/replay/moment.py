@@ -13,6 +13,22 @@ from datetime import datetime
 FALLBACK_EXPECTED = "expected unix seconds or an ISO date-time (2026-11-30 14:03, local unless it ends in Z or +01:00)"
 
 
+# What the go-to box reads (the shared parser's own wording speaks of today and of -15m back only).
+GOTO_EXPECTED = (
+    "expected 14:05 or 14:05:30 (on the day replayed), an ISO date-time (2026-11-30 14:05, local unless it ends "
+    "in Z or +01:00), -5m / +30s (from the moment shown), or unix seconds"
+)
+
+
+def parse_goto(text: str, shown: float) -> float:
+    """The go-to box's time: `now` is the moment shown; ValueError says what the box accepts."""
+    try:
+        return parse_moment(text, shown)
+    except ValueError as error:
+        said = str(error).split("; expected", 1)[0]
+        raise ValueError(f"{said}; {GOTO_EXPECTED}") from None
+
+
 def parse_moment(text: str, now: float) -> float:
     """Unix seconds for `text`; ValueError says what was given and what was expected."""
     try:

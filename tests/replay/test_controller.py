@@ -103,8 +103,8 @@ def test_playing_to_the_end_pauses_and_says_so(controller):
     controller.toggle()
     controller.wall.now += 1.0
     frame = controller.tick()
-    assert frame.at == T0 + 600.0 and not frame.playing and frame.ended and frame.note == END_WORDS
-    assert controller.step(1).note == END_WORDS
+    assert frame.at == T0 + 600.0 and not frame.playing and frame.ended and frame.note.startswith(END_WORDS)
+    assert controller.step(1).note.startswith(END_WORDS)
     frame = controller.toggle()  # play again: from the start
     assert frame.at == T0 and frame.playing
 
@@ -117,3 +117,37 @@ def test_the_header_words_carry_the_moment_speed_and_state(controller):
     assert controller.words() == f"{shown_time(T0 + 90.0)} ×4 ‖"
     controller.toggle()
     assert controller.words().endswith("×4 ▶")
+
+
+@pytest.fixture(scope="module")
+def jittered(tmp_path_factory):
+    """Polls every 5 s, each late by a fraction of a second: as a live poll loop takes them."""
+    path = tmp_path_factory.mktemp("jittered") / "history.sqlite"
+    return record_synthetic(path, 120.0, replicas=2, interval=5.0, keep_views=False, plan_path=None, jitter=0.9)
+
+
+def test_going_to_a_second_shows_the_poll_taken_in_it_and_a_step_moves_to_the_next(jittered):
+    import math
+
+    from console.replay.loader import shown_time
+
+    replay = open_replay(jittered.path)
+    try:
+        controller = ReplayController(replay, playing=False, wall=Wall())
+        controller.open()
+        times = jittered.times
+        taken = times[10]
+        second = math.floor(taken)
+        assert second != taken  # the poll came a fraction of a second into the second typed
+        frame = controller.seek(second)  # `g HH:MM:SS` of that poll
+        assert frame.views[0].now == taken and frame.at == taken and frame.views[0].data_age_seconds < 1.0
+        assert shown_time(frame.at) == shown_time(second)
+        frame = controller.step(1)
+        assert frame.views[0].now == times[11] and shown_time(frame.at) != shown_time(second)
+        # A second with no poll in it: the clock stays there, on the poll before it.
+        frame = controller.seek(second + 2.0)
+        assert frame.at == second + 2.0 and frame.views[0].now == taken
+        assert controller.step(1).views[0].now == times[11]
+        assert controller.step(-1).views[0].now == taken
+    finally:
+        replay.close()

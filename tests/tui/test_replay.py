@@ -154,7 +154,9 @@ async def test_a_time_the_box_cannot_read_is_said_and_the_box_stays(history):
         await pilot.press("g", *"soon", "enter")
         await pilot.pause()
         assert isinstance(app.screen, GoToScreen)
-        assert "'soon' is not a time capcon reads" in app.screen.query_one("#goto-input").border_title
+        said = app.screen.query_one("#goto-input").border_title
+        assert "'soon' is not a time capcon reads" in said
+        assert "(today)" not in said and "on the day replayed" in said and "+30s" in said
         await pilot.press("escape")
         assert isinstance(app.screen, FleetScreen) and app.replay_frame.at == T0
 

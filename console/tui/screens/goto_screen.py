@@ -8,7 +8,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from console.replay.loader import shown_time
-from console.replay.moment import parse_moment
+from console.replay.moment import parse_goto
 
 PROMPT = "go to: HH:MM[:SS] (the day replayed), 2026-11-30 14:03 (ISO), -5m / +30s (from now shown); Enter goes, Esc cancels"
 
@@ -35,7 +35,7 @@ class GoToScreen(ModalScreen[float | None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         try:
-            at = parse_moment(event.value, self.at)
+            at = parse_goto(event.value, self.at)
         except ValueError as error:
             event.input.border_title = str(error)
             self.notify(str(error), severity="error", timeout=5, markup=False)
