@@ -196,7 +196,7 @@ def _samples(store: Store, fleets, start, end, form):
 
 # --- flags and events ----------------------------------------------------------
 
-_FLAG_COLUMNS = ["time", "unix", "fleet", "change", "flag_id", "kind", "subject", "severity", "since", "why", "todo", "figures"]
+_FLAG_COLUMNS = ["time", "unix", "fleet", "change", "flag_id", "kind", "subject", "severity", "since_time", "since", "why", "todo", "figures"]
 _EVENT_COLUMNS = ["time", "unix", "fleet", "kind", "subject", "detail"]
 
 
@@ -210,10 +210,18 @@ def _flags(store: Store, fleets, start, end, form):
             yield {
                 "time": iso_when(event.at), "unix": event.at, "fleet": event.fleet, "change": event.change,
                 "flag_id": event.flag_id, "kind": event.kind, "subject": event.subject, "severity": event.severity,
-                "since": event.since, "why": event.why, "todo": event.todo, "figures": event.figures,
+                "since_time": iso_when(event.since) if event.since is not None else None, "since": event.since, "why": event.why, "todo": event.todo, "figures": event.figures,
             }
 
     return _FLAG_COLUMNS, rows()
+
+
+def event_fleets(fleet: str | None, detail) -> list[str]:
+    """The fleets an event names: its fleet column, else the "fleets" of its detail (a recording's start and stop)."""
+    if fleet:
+        return [fleet]
+    named = detail.get("fleets") if isinstance(detail, dict) else None
+    return [str(name) for name in named] if isinstance(named, list) else []
 
 
 def _events(store: Store, fleets, start, end, form):
@@ -221,10 +229,11 @@ def _events(store: Store, fleets, start, end, form):
 
     def rows():
         for event in store.events(start, end):
-            if event.fleet is not None and event.fleet not in chosen:
-                continue  # events of no fleet (recording started, ...) always belong
+            named = event_fleets(event.fleet, event.detail)
+            if named and not chosen.intersection(named):
+                continue  # another fleet's; an event that names no fleet belongs to every export
             yield {
-                "time": iso_when(event.at), "unix": event.at, "fleet": event.fleet, "kind": event.kind,
+                "time": iso_when(event.at), "unix": event.at, "fleet": ",".join(named) or None, "kind": event.kind,
                 "subject": event.subject, "detail": event.detail,
             }
 

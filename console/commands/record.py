@@ -124,7 +124,7 @@ def run(args) -> int:
         recorder.close(0)
         writer = taken[fleet_names[[name in taken for name in fleet_names].index(True)]]
         raise UserError(f"{writer.words(str(path))}; expected another --db or a different fleet")
-    from console.commands.recording import retention_words
+    from console.commands.recording import polls, retention_words
 
     source = handles[0].watcher.source_name
     targets = sum(len(getattr(h.watcher.source, "targets", None) or ()) for h in handles)
@@ -153,11 +153,11 @@ def run(args) -> int:
             # Ours from the moment the poll loops stop (set in _record): a signal never cuts the close short silently.
             for signum in previous:
                 signal.signal(signum, hurry)
-            close_recorder(recorder, "record")
+            close_recorder(recorder, "record", give_up="a second Ctrl+C or SIGTERM gives up")
         status = recorder.status
         if hurried:
             print(f"capcon record: a second {signal.Signals(hurried[0]).name} ended the wait for the file", file=sys.stderr, flush=True)
-        print(f"stopped: {status.written} polls written to {path}", flush=True)
+        print(f"stopped: {polls(status.written)} written to {path}", flush=True)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -166,10 +166,14 @@ def run(args) -> int:
 
 def _say_state(status) -> None:
     """One stderr line each time the file starts or stops taking writes."""
+    from console.commands.recording import polls
+
     if status.state == "recording":
-        print(f"capcon record: recording again ({status.written} polls written so far)", file=sys.stderr, flush=True)
+        print(f"capcon record: recording again ({polls(status.written)} written so far)", file=sys.stderr, flush=True)
     elif status.state in ("locked", "read-only", "full"):
-        print(f"capcon record: history {status.state}: {status.detail}; polls wait in memory ({status.path})", file=sys.stderr, flush=True)
+        # A log that cannot be folded into the file still takes the polls: nothing waits then.
+        waits = "; polls wait in memory" if status.waiting else ""
+        print(f"capcon record: history {status.state}: {status.detail}{waits} ({status.path})", file=sys.stderr, flush=True)
     elif status.state == "error":
         print(f"capcon record: history error: {status.detail} ({status.path})", file=sys.stderr, flush=True)
 

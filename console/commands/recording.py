@@ -18,7 +18,9 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import signal
 import sys
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -45,10 +47,17 @@ def parse_duration(text: str) -> float:
 
 
 def show_duration(seconds: float) -> str:
-    for unit in ("w", "d", "h", "m"):
+    """As people write retention: 48h, 7d, 90d (whole days from three on, hours below), 30m, 90s."""
+    if seconds % UNITS["d"] == 0 and seconds >= 3 * UNITS["d"]:
+        return f"{seconds / UNITS['d']:g}d"
+    for unit in ("h", "m"):
         if seconds >= UNITS[unit] and seconds % UNITS[unit] == 0:
             return f"{seconds / UNITS[unit]:g}{unit}"
     return f"{seconds:g}s"
+
+
+def polls(count: int) -> str:
+    return f"{count} poll{'' if count == 1 else 's'}"
 
 
 def add_recording_options(parser, default_on: bool, offer_no_record: bool = True) -> None:
@@ -94,7 +103,12 @@ def history_path(args, default_on: bool = True) -> Path | None:
             raise UserError("--db with --no-record: expected one of them")
         return None
     if args.db:
-        return Path(args.db).expanduser()
+        path = Path(args.db).expanduser()
+        # An explicit path in a folder that is not there is most likely a typo: a history
+        # started somewhere unexpected is worse than a refusal. The default folder is created.
+        if not path.parent.is_dir() and not path.parent.exists():
+            raise UserError(f"--db {args.db}: folder {path.parent} does not exist; expected an existing folder")
+        return path
     if not default_on or getattr(args, "once", False):
         return None
     from console.store.paths import default_history_path  # noqa: PLC0415 - platformdirs only when recording
@@ -141,6 +155,20 @@ def say_shortened(recorder, verb: str) -> None:
 
 
 @contextmanager
+def _sigint_gives_up(recorder):
+    """Ctrl+C during the close ends the wait (what is queued is counted) instead of a traceback.
+    Left alone when the caller already handles SIGINT (`capcon record`), or off the main thread."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    signal.signal(signal.SIGINT, lambda signum, frame: recorder.give_up())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@contextmanager
 def recording(path: Path | None, args, handles, verb: str):
     """A started recorder for the `handles` (None when `path` is None), closed (bounded) on the way out.
 
@@ -167,13 +195,22 @@ def recording(path: Path | None, args, handles, verb: str):
         close_recorder(recorder, verb)
 
 
-def close_recorder(recorder, verb: str) -> None:
-    """Close within CLOSE_TIMEOUT_SECONDS; polls that could not be written are said, not silently lost."""
-    status = recorder.close(CLOSE_TIMEOUT_SECONDS)
+def close_recorder(recorder, verb: str, give_up: str = "Ctrl+C gives up") -> None:
+    """Close within CLOSE_TIMEOUT_SECONDS; polls that could not be written are said, not silently lost.
+
+    While the file refuses writes the wait is said at once (the terminal is not left blank), and
+    Ctrl+C ends it (unless the caller handles SIGINT itself and says so in `give_up`)."""
+
+    def say_wait(waiting: int, seconds: float) -> None:
+        print(f"capcon {verb}: writing {waiting} queued poll{'' if waiting == 1 else 's'} to {recorder.path}; waiting up to {math.ceil(seconds)} s"
+              f" for the file ({give_up})", file=sys.stderr, flush=True)
+
+    with _sigint_gives_up(recorder):
+        status = recorder.close(CLOSE_TIMEOUT_SECONDS, on_wait=say_wait)
     lost = []
     if status.waiting:
-        lost.append(f"{status.waiting} polls not written")
+        lost.append(f"{polls(status.waiting)} not written")
     if status.dropped:
-        lost.append(f"{status.dropped} polls dropped while the file refused writes")
+        lost.append(f"{polls(status.dropped)} dropped while the file refused writes")
     if lost:
         print(f"capcon {verb}: history {status.path}: {'; '.join(lost)}", file=sys.stderr)

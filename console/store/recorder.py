@@ -62,8 +62,16 @@ HOST = socket.gethostname()
 OTHER_HOST_INTERVALS = 3
 OTHER_HOST_MARGIN_SECONDS = 10.0
 CLOSE_RETRY_SECONDS = 0.1  # on close, a refused write is tried again this soon, until the deadline
+# SQLite folds the -wal log back into the file at checkpoints; a file that takes no writes of
+# its own (made immutable) lets the log grow without end while polls still land in it. A
+# checkpoint is tried every CHECKPOINT_EVERY polls and after each retention round; a failing
+# one, or a log past MAX_WAL_BYTES, is shown.
+CHECKPOINT_EVERY = 100
+MAX_WAL_BYTES = 64 * 1024 * 1024
 
 # Short words for the header ("✖ rec locked: another writer holds it, 12 waiting").
+REFUSING = ("locked", "read-only", "full", "error")
+
 REASONS = {
     "locked": "another writer holds it",
     "read-only": "not writable",
@@ -90,8 +98,29 @@ class _Event:
     detail: dict | None
 
 
-def state_of(error: BaseException) -> tuple[RecorderState, str]:
-    """The recorder state an SQLite (or opening) error means, with words for the header."""
+def polls(count: int) -> str:
+    """ "1 poll", "5 polls"."""
+    return f"{count} poll{'' if count == 1 else 's'}"
+
+
+def unwritable(path: str) -> str | None:
+    """Which of the history file, its -wal and -shm refuses writes (no permission, immutable), or None."""
+    for candidate in (path, f"{path}-wal", f"{path}-shm"):
+        try:
+            descriptor = os.open(candidate, os.O_WRONLY)  # an immutable file refuses this even to root
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return candidate
+        os.close(descriptor)
+    return None
+
+
+def state_of(error: BaseException, path: str | None = None) -> tuple[RecorderState, str]:
+    """The recorder state an SQLite (or opening) error means, with words for the header.
+
+    SQLite reports a write to a file that does not take writes (immutable, permissions changed
+    under it) as a "disk I/O error": with `path`, that is told apart from a failing disk."""
     code = getattr(error, "sqlite_errorcode", None)
     primary = code & 0xFF if isinstance(code, int) else None
     text = str(error)
@@ -108,6 +137,11 @@ def state_of(error: BaseException) -> tuple[RecorderState, str]:
         or "unable to open database file" in lowered
     ):
         return "read-only", REASONS["read-only"]
+    if primary == sqlite3.SQLITE_IOERR or "disk i/o error" in lowered:
+        refusing = unwritable(path) if path else None
+        if refusing is not None:
+            return "read-only", f"not writable: {refusing}"
+        return "error", f"a write failed (SQLite: {text}); check the file and its disk"
     return "error", text
 
 
@@ -263,6 +297,11 @@ class Recorder:
         self._written = 0
         self._dropped = 0
         self._retention_problem = ""
+        self._checkpoint_problem = ""
+        self._since_checkpoint = 0
+        self._started_detail: dict = {}
+        self._on_wait: Callable[[int, float], None] | None = None
+        self._said_wait = False
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._deadline = 0.0
@@ -308,6 +347,7 @@ class Recorder:
         """Start the writer thread; the first record is a "recording_started" event (pid, host plus `detail`)."""
         if self._thread is not None:
             return
+        self._started_detail = dict(detail or {})
         self.event(self._clock(), STARTED, detail={"pid": os.getpid(), "host": HOST, **(detail or {})})
         self._thread = threading.Thread(target=self._run, name="capcon-recorder", daemon=True)
         self._thread.start()
@@ -321,18 +361,26 @@ class Recorder:
     def event(self, at: float, kind: str, fleet: str | None = None, subject: str | None = None, detail: dict | None = None) -> None:
         self._put(_Event(at, kind, fleet, subject, detail))
 
-    def close(self, timeout: float = 5.0) -> RecorderStatus:
-        """Write what is queued within `timeout` seconds, record "recording_stopped", stop; never hangs."""
+    def close(self, timeout: float = 5.0, on_wait: Callable[[int, float], None] | None = None) -> RecorderStatus:
+        """Write what is queued within `timeout` seconds, record "recording_stopped", stop; never hangs.
+
+        `on_wait(polls, seconds)` is called once, at once, when polls are queued and the file
+        refuses writes: the caller says why the exit waits."""
         if self._thread is None:
             self._finish()
             return self.status
         # Its counts are filled in when it is written, after every poll queued before it.
-        self.event(self._clock(), STOPPED, detail={"pid": os.getpid(), "host": HOST})
+        kept = {key: self._started_detail[key] for key in ("command", "fleets") if key in self._started_detail}
+        self.event(self._clock(), STOPPED, detail={"pid": os.getpid(), "host": HOST, **kept})
         with self._wake:
+            self._on_wait = on_wait
             if not self._stopping:
                 self._stopping = True
                 self._deadline = time.monotonic() + max(timeout, 0.0)
             self._wake.notify_all()
+            refusing = self._state in REFUSING
+        if refusing:
+            self._say_wait()
         self._thread.join(max(timeout, 0.0) + 0.5)
         if self._thread.is_alive():
             store = self._store
@@ -359,6 +407,19 @@ class Recorder:
                 store.connection.interrupt()
             except sqlite3.Error:
                 pass
+
+    def _say_wait(self) -> None:
+        """Once per close: the polls the exit waits for, and how long it waits at most."""
+        with self._lock:
+            waiting = self._status().waiting
+            if self._said_wait or self._on_wait is None or not waiting:
+                return
+            self._said_wait = True
+            on_wait, remaining = self._on_wait, max(self._deadline - time.monotonic(), 0.0)
+        try:
+            on_wait(waiting, remaining)
+        except Exception:  # noqa: BLE001 - a failing listener must not stop the close
+            pass
 
     # --- the queue -------------------------------------------------------------
 
@@ -394,6 +455,7 @@ class Recorder:
         with self._lock:
             self._in_hand = None
             self._written += isinstance(record, PollRecord)
+            self._since_checkpoint += isinstance(record, PollRecord)
 
     def _status(self) -> RecorderStatus:
         in_hand = self._in_hand is not None and isinstance(self._in_hand[1], PollRecord)
@@ -401,13 +463,15 @@ class Recorder:
         state, detail = self._state, self._reason
         if state == "recording" and self._retention_problem:
             state, detail = "error", self._retention_problem
+        if state == "recording" and self._checkpoint_problem:
+            state, detail = "read-only", self._checkpoint_problem
         if state == "recording" and self._left_out:
             state = "off" if self._all_left_out else "partial"
             detail = _left_out_words(self._left_out, state == "off" and len(self._left_out) == 1)
         if state not in ("recording", "stopped") and waiting:
             detail = f"{detail}, {waiting} waiting" if detail else f"{waiting} waiting"
         if state == "stopped" and waiting:
-            detail = f"{waiting} polls not written"
+            detail = f"{polls(waiting)} not written"
         return RecorderStatus(state, detail, self._written, waiting, self._dropped, self.path)
 
     def _set_state(self, state: RecorderState, reason: str = "") -> None:
@@ -441,7 +505,7 @@ class Recorder:
         try:
             return self._open_store(self.path)
         except HistoryError as error:
-            state, reason = state_of(error)
+            state, reason = state_of(error, self.path)
             if state == "error" and raise_bad_file:
                 raise
             self._set_state(state, reason)
@@ -475,8 +539,12 @@ class Recorder:
                 if time.monotonic() >= next_retention:
                     finished = self._retain()
                     next_retention = time.monotonic() + (self._retention_every if finished else RETENTION_CATCH_UP_SECONDS)
+                    if self._store is not None:
+                        self._checkpoint()
                 if not self._write_queued():
                     self._retry_at = time.monotonic() + self._retry_seconds
+                elif self._since_checkpoint >= CHECKPOINT_EVERY:
+                    self._checkpoint()
         finally:
             self._finish()
 
@@ -503,8 +571,10 @@ class Recorder:
                     self._store.write_event(record.at, record.kind, record.fleet, record.subject, detail)
             except sqlite3.Error as error:
                 self._give_back()
-                state, reason = state_of(error)
+                state, reason = state_of(error, self.path)
                 self._set_state(state, reason)
+                if self._stopping:
+                    self._say_wait()  # before the next attempt's wait, not after it
                 if state == "read-only":
                     self._drop_store()  # SQLite fell back to read-only at open: only a fresh open can write again
                 return False
@@ -528,6 +598,7 @@ class Recorder:
                         return
                 except sqlite3.Error:  # the busy-timeout pragma itself, on a file gone bad
                     self._drop_store()
+            self._say_wait()
             with self._wake:
                 remaining = self._deadline - time.monotonic()
                 if remaining <= 0:
@@ -558,7 +629,7 @@ class Recorder:
             else:
                 apply(self._store, self._clock(), self.retention)
         except sqlite3.Error as error:
-            self._set_state(*state_of(error))  # tried again at the next round, like any refused write
+            self._set_state(*state_of(error, self.path))  # tried again at the next round, like any refused write
             return True
         except Exception as error:  # noqa: BLE001 - old data kept too long is no reason to stop recording
             problem = f"retention failed: {type(error).__name__}: {error}"
@@ -571,6 +642,32 @@ class Recorder:
         if changed:
             self._changed(status)
         return finished
+
+    def _checkpoint(self) -> None:
+        """Fold the -wal log into the file; when that cannot happen, say so (the polls are safe in the log)."""
+        self._since_checkpoint = 0
+        name = Path(self.path).name
+        problem = ""
+        try:
+            self._store.connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error as error:
+            state, reason = state_of(error, self.path)
+            why = reason if state == "read-only" else str(error)
+            problem = f"cannot fold the log into {name} ({why}); polls still land in {name}-wal, nothing lost yet"
+        else:
+            try:
+                size = os.path.getsize(f"{self.path}-wal")
+            except OSError:
+                size = 0
+            if size > MAX_WAL_BYTES:
+                problem = (f"{name}-wal has grown to {size // (1024 * 1024)} MB: a reader keeps it from being folded"
+                           f" into {name}; polls still land in it, nothing lost yet")
+        with self._lock:
+            changed = problem != self._checkpoint_problem
+            self._checkpoint_problem = problem
+            status = self._status()
+        if changed:
+            self._changed(status)
 
     def _drop_store(self) -> None:
         store, self._store = self._store, None

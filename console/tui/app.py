@@ -201,10 +201,12 @@ class ConsoleApp(App):
         if before is None or status.state == before or status.state == "stopped":
             return
         if status.state == "recording":
-            self.notify(f"history {status.path}: recording again ({status.written} polls written)", timeout=6, markup=False)
+            written = f"{status.written} poll{'' if status.written == 1 else 's'} written"
+            self.notify(f"history {status.path}: recording again ({written})", timeout=6, markup=False)
         elif status.state in ("locked", "read-only", "full", "error"):
             self.notify(
-                f"history {status.path}: {status.state}: {status.detail or 'no detail'}; watching goes on, polls wait in memory",
+                f"history {status.path}: {status.state}: {status.detail or 'no detail'}; watching goes on"
+                + (", polls wait in memory" if status.waiting else ""),
                 severity="warning", timeout=10, markup=False,
             )
 

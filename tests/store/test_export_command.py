@@ -179,3 +179,48 @@ def test_figures_are_the_replays_poll_by_poll_across_console_restarts(three_runs
         assert [r["requests_per_second"] for r in fleet_rows] == [v.figures.fleet.requests_per_second for v in live]
         restarts = [i for i, v in enumerate(live) if i and v.figures.fleet.requests_per_second is None]
         assert len(restarts) == 2, "each new console run starts without a window, as it did live"
+
+
+@pytest.fixture(scope="module")
+def two_fleets(tmp_path_factory):
+    """Two recorders' sessions in one file: their start and stop events name their fleets only in the detail."""
+    path = tmp_path_factory.mktemp("export-events") / "h.sqlite"
+    store = Store.open(path)
+    a = FakeReplica()
+    for fleet in ("chat", "code"):
+        record(store, T0 + 10, {"a": a.sample(T0 + 10)}, fleet=fleet)
+    store.write_event(T0 + 1, "recording_started", None, None, {"pid": 11, "command": "record", "fleets": ["chat"]})
+    store.write_event(T0 + 2, "recording_started", None, None, {"pid": 12, "command": "watch", "fleets": ["code"]})
+    store.write_event(T0 + 3, "recording_started", None, None, {"pid": 13, "command": "record", "fleets": ["chat", "code"]})
+    store.write_event(T0 + 4, "overflow", "code", "a", {"switched": "on"})
+    store.write_event(T0 + 5, "note", None, None, {"text": "no fleet at all"})
+    store.close()
+    return str(path)
+
+
+def test_events_of_one_fleet_leave_out_the_other_fleets_sessions(two_fleets, capsys):
+    code, out, _ = export(capsys, two_fleets, *RANGE, "--format", "jsonl", "--what", "events", "--fleet", "chat")
+    assert code == 0
+    events = [json.loads(line) for line in out.splitlines()]
+    # pid 12 recorded only "code", and the overflow is code's: neither is chat's.
+    assert [(e["kind"], e["detail"].get("pid")) for e in events] == [
+        ("recording_started", 11), ("recording_started", 13), ("note", None),
+    ]
+
+
+def test_the_events_fleet_column_names_the_detail_fleets(two_fleets, capsys):
+    code, out, _ = export(capsys, two_fleets, *RANGE, "--format", "csv", "--what", "events")
+    assert code == 0
+    fleets = [row["fleet"] for row in csv.DictReader(io.StringIO(out))]
+    assert fleets == ["chat", "code", "chat,code", "code", ""]
+
+
+def test_flags_carry_an_iso_since_beside_the_unix_one(history, capsys):
+    _, out, _ = export(capsys, history, *RANGE, "--format", "csv", "--what", "flags")
+    header, *rows = list(csv.reader(io.StringIO(out)))
+    assert header.index("since_time") == header.index("since") - 1
+    assert all(len(row) == len(header) for row in rows)
+    flag = dict(zip(header, rows[0]))
+    raised_at = T0 - 60 + 15 * 20
+    assert float(flag["since"]) == raised_at
+    assert flag["since_time"] == flag["time"]  # raised at that poll: since then

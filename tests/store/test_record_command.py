@@ -21,7 +21,9 @@ from console.commands.recording import (
     RAW_DEFAULT,
     history_path,
     parse_duration,
+    show_duration,
 )
+from console.commands.recording import polls as poll_words
 from console.store import retention
 from console.store.database import Store
 from console.store.paths import default_history_path
@@ -75,10 +77,11 @@ def test_record_writes_to_the_default_path_under_the_data_home_and_stops_at_its_
     done = capcon("record", *targets, "--interval", "1", "--duration", "3.5", data_home=tmp_path / "data")
     assert done.returncode == 0, done.stderr
     path = tmp_path / "data" / "capcon" / "history.sqlite"
-    assert f"recording to {path}: '{unnamed_fleet(targets)}' (2 targets, scrape), every 1 s, window 60 s" in done.stdout
+    assert (f"recording to {path}: '{unnamed_fleet(targets)}' (2 targets, scrape), every 1 s, window 60 s,"
+            f" keeping raw {RAW_DEFAULT}, rollups {MINUTES_DEFAULT}") in done.stdout
     polls = stored_times(path)
     assert len(polls) >= 2
-    assert f"stopped: {len(polls)} polls written to {path}" in done.stdout
+    assert f"stopped: {poll_words(len(polls))} written to {path}" in done.stdout
     assert integrity(path) == "ok"
 
 
@@ -108,7 +111,7 @@ def test_record_stops_cleanly_on_sigterm_and_writes_what_it_polled(tmp_path, tar
     events = store.events()
     assert [e.kind for e in events] == ["recording_started", "recording_stopped"]
     assert events[1].detail["written"] == len(store.poll_times(unnamed_fleet(targets))) >= 2
-    assert f"stopped: {events[1].detail['written']} polls written" in out
+    assert f"stopped: {poll_words(events[1].detail['written'])} written" in out
 
 
 def test_record_says_on_stderr_when_the_file_is_locked_and_when_it_records_again(tmp_path, targets):
@@ -171,7 +174,7 @@ def test_a_db_that_is_no_history_is_one_line_and_exit_2(tmp_path, targets, make,
         (["--keep-raw", "48"], "expected a duration with a unit"),
         (["--keep-raw", "2 days"], "expected a duration with a unit"),
         (["--keep-minutes", "0d"], "longer than zero"),
-        (["--keep-raw", "7d", "--keep-minutes", "2d"], "--keep-minutes 2d: shorter than --keep-raw 1w"),
+        (["--keep-raw", "7d", "--keep-minutes", "5d"], "--keep-minutes 5d: shorter than --keep-raw 7d"),
         (["--no-record", "--db", "x.sqlite"], "--db with --no-record"),
     ],
 )
@@ -240,3 +243,41 @@ def test_record_runs_without_loading_the_console_ui(tmp_path, targets):
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=REPO, env=cli_env(tmp_path), check=False)
     assert done.stdout.splitlines()[-1] == "no textual 0", done.stderr
+
+
+@pytest.mark.parametrize("seconds, text", [
+    (172800.0, "48h"), (86400.0, "24h"), (604800.0, "7d"), (1209600.0, "14d"), (7776000.0, "90d"),
+    (1800.0, "30m"), (5400.0, "90m"), (45.0, "45s"),
+])
+def test_durations_are_shown_as_people_write_them(seconds, text):
+    assert show_duration(seconds) == text
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("count, words", [(0, "0 polls"), (1, "1 poll"), (2, "2 polls")])
+def test_poll_counts_agree_in_number(count, words):
+    assert poll_words(count) == words
+
+
+@pytest.mark.parametrize("verb", [["watch", "--once"], ["watch"], ["record", "--duration", "5"]], ids=["watch-once", "console", "record"])
+def test_an_explicit_db_in_a_missing_folder_is_one_line_and_exit_2(tmp_path, targets, verb):
+    db = tmp_path / "typo" / "dir" / "h.sqlite"
+    done = capcon(*verb, *targets, "--db", str(db), data_home=tmp_path / "data")
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert f"--db {db}: folder {db.parent} does not exist; expected an existing folder" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert not (tmp_path / "typo").exists()  # nothing created
+    assert files_under(tmp_path / "data") == []
+
+
+def test_demo_refuses_a_db_in_a_missing_folder_and_the_default_folder_is_still_made(tmp_path, monkeypatch):
+    from console.errors import UserError
+
+    parser = build_parser()
+    with pytest.raises(UserError, match="folder .*missing does not exist; expected an existing folder"):
+        history_path(parser.parse_args(["demo", "--db", str(tmp_path / "missing" / "h.sqlite")]), default_on=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    path = history_path(parser.parse_args(["watch", "--target", "x:1"]))
+    # The default folder need not exist yet: the recorder makes it (the default-path record test).
+    assert path == tmp_path / "data" / "capcon" / "history.sqlite" and not path.parent.exists()

@@ -103,7 +103,7 @@ def test_an_explicit_shorter_retention_applies_and_says_what_the_file_kept(tmp_p
     done = capcon("record", *targets, "--duration", "2", "--keep-raw", "2d", "--db", str(path), data_home=tmp_path / "data")
     assert done.returncode == 0, done.stderr
     start_line = done.stdout.splitlines()[0]
-    assert "keeping raw 2d, rollups 90d (shortened: the file kept raw 1w, rollups 90d)" in start_line
+    assert "keeping raw 48h, rollups 90d (shortened: the file kept raw 7d, rollups 90d)" in start_line
     assert kept(path) == Retention(2 * 86400.0, MINUTES_SECONDS)
     assert not set(times) & set(raw_polls(path))  # rolled up into minutes, as asked
 
@@ -112,7 +112,7 @@ def test_an_explicit_longer_retention_is_not_called_shortened(tmp_path, targets)
     path = tmp_path / "history.sqlite"
     done = capcon("record", *targets, "--duration", "2", "--keep-raw", "7d", "--db", str(path), data_home=tmp_path / "data")
     assert done.returncode == 0, done.stderr
-    assert "keeping raw 1w, rollups 90d" in done.stdout and "shortened" not in done.stdout
+    assert "keeping raw 7d, rollups 90d" in done.stdout and "shortened" not in done.stdout
     assert kept(path) == Retention(WEEK, MINUTES_SECONDS)
 
 

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from console.commands.recording import polls as poll_words
 from console.store.database import Store
 from tests.store.recorder_polls import (
     REPO,
@@ -59,7 +60,7 @@ def test_a_second_ctrl_c_during_the_close_says_what_was_not_written(tmp_path, ta
         wait_for_polls(db, 1, process)
         holder = sqlite3.connect(db, isolation_level=None)
         holder.execute("BEGIN EXCLUSIVE")
-        time.sleep(2.5)  # polls made meanwhile wait in the recorder's memory
+        time.sleep(3.5)  # polls made meanwhile wait in the recorder's memory; the state is "locked" by then
         process.send_signal(signal.SIGINT)
         time.sleep(1.0)  # inside the close, which would wait up to 5 s for the lock
         process.send_signal(signal.SIGINT)
@@ -73,10 +74,15 @@ def test_a_second_ctrl_c_during_the_close_says_what_was_not_written(tmp_path, ta
             holder.close()
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert "a second SIGINT ended the wait for the file" in err
-    lost = re.search(r"history \S+: (\d+) polls not written", err)
+    # Said at the first Ctrl+C, before the wait: the exit is not silent while the file is locked.
+    waited = re.search(r"capcon record: writing (\d+) queued polls? to (\S+); waiting up to [1-5] s for the file"
+                       r" \(a second Ctrl\+C or SIGTERM gives up\)", err)
+    assert waited and waited.group(2) == str(db), err
+    assert err.index(waited.group(0)) < err.index("a second SIGINT ended the wait")
+    lost = re.search(r"history \S+: (\d+) polls? not written", err)
     assert lost and int(lost.group(1)) >= 1, err
     written = len(stored_times(db))
-    assert f"stopped: {written} polls written to {db}" in out
+    assert f"stopped: {poll_words(written)} written to {db}" in out
     assert process.returncode == 1  # polls were lost: not a clean stop
     assert integrity(db) == "ok"
 
@@ -93,10 +99,10 @@ def test_a_single_ctrl_c_is_a_clean_stop_with_exit_0(tmp_path, targets):
             process.kill()
             process.wait()
     assert process.returncode == 0, err
-    assert "polls not written" not in err and "second" not in err
+    assert "not written" not in err and "second" not in err and "queued" not in err
     events = Store.open(db, read_only=True).events()
     assert [e.kind for e in events] == ["recording_started", "recording_stopped"]
-    assert f"stopped: {events[1].detail['written']} polls written" in out
+    assert f"stopped: {poll_words(events[1].detail['written'])} written" in out
 
 
 def test_record_help_says_what_a_second_ctrl_c_does():

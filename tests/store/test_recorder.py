@@ -88,15 +88,17 @@ def test_every_poll_lands_exactly_while_a_reader_reads_beside_the_writer(tmp_pat
 def test_the_session_is_framed_by_started_and_stopped_events(tmp_path, polls):
     path = tmp_path / "history.sqlite"
     recorder = Recorder(path)
-    recorder.start(detail={"fleets": ["chat-8b-l40s"], "interval": 2.0})
+    recorder.start(detail={"command": "record", "fleets": ["chat-8b-l40s"], "interval": 2.0})
     for record in renumbered(polls, start=RECENT + 5000.0):
         recorder.submit(record)
     recorder.close()
     events = Store.open(path, read_only=True).events()
     assert [e.kind for e in events] == [STARTED, STOPPED]
     # The host makes the pid checkable: another recorder trusts a pid only on its own host.
-    assert events[0].detail == {"pid": os.getpid(), "host": socket.gethostname(), "fleets": ["chat-8b-l40s"], "interval": 2.0}
-    assert events[1].detail == {"pid": os.getpid(), "host": socket.gethostname(), "written": len(polls), "dropped": 0}
+    assert events[0].detail == {"pid": os.getpid(), "host": socket.gethostname(), "command": "record", "fleets": ["chat-8b-l40s"], "interval": 2.0}
+    # The stop names the same session (command, fleets), so a fleet's export finds both ends.
+    assert events[1].detail == {"pid": os.getpid(), "host": socket.gethostname(), "command": "record", "fleets": ["chat-8b-l40s"],
+                                "written": len(polls), "dropped": 0}
 
 
 def test_close_writes_what_is_still_queued(tmp_path, polls):

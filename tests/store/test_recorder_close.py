@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from console.commands.recording import polls as poll_words
 from console.store.recorder import Recorder
 from tests.store.recorder_polls import (
     RECENT,
@@ -100,6 +101,60 @@ def test_give_up_ends_the_close_at_once_and_counts_what_stays_unwritten(tmp_path
     finally:
         lock.release()
     (status,) = closed
-    assert (status.state, status.waiting, status.detail) == ("stopped", len(records), f"{len(records)} polls not written")
+    assert (status.state, status.waiting, status.detail) == ("stopped", len(records), f"{poll_words(len(records))} not written")
     assert stored_times(path) == []
     assert integrity(path) == "ok"
+
+
+def test_close_says_at_once_what_it_waits_for_when_the_file_refuses(tmp_path, polls, capsys):
+    from console.commands.recording import close_recorder
+
+    path = tmp_path / "history.sqlite"
+    recorder = Recorder(path)
+    recorder.start(detail={"command": "watch", "fleets": ["chat"]})
+    wait_for(lambda: path.exists() and not recorder.status.waiting, "the start event")
+    records = renumbered(polls, start=RECENT + 97_000.0)
+    lock = WriteLock(path)
+    said_while_waiting: list[int] = []
+    real_close = recorder.close
+
+    def close(timeout, on_wait=None):
+        def listen(waiting, seconds):
+            on_wait(waiting, seconds)
+            said_while_waiting.append(recorder.status.written)  # nothing written yet: said before the wait
+        return real_close(timeout, on_wait=listen)
+
+    recorder.close = close
+    try:
+        for record in records:
+            recorder.submit(record)
+        wait_for(lambda: recorder.status.state == "locked", "the locked state")
+        timer = lock.release_after(1.5)
+        close_recorder(recorder, "watch")
+        timer.cancel()
+    finally:
+        lock.release()
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"capcon watch: writing {len(records)} queued polls to {path}; waiting up to 5 s for the file (Ctrl+C gives up)"
+    ]
+    assert said_while_waiting == [0]
+    assert stored_times(path) == [r.at for r in records]  # the lock lifted within the wait: nothing lost, no count line
+
+
+def test_close_says_nothing_when_nothing_waits(tmp_path, polls, capsys):
+    from console.commands.recording import close_recorder
+
+    path = tmp_path / "history.sqlite"
+    recorder = Recorder(path)
+    recorder.start(detail={"command": "record", "fleets": ["chat", "code"]})
+    for record in renumbered(polls, start=RECENT + 98_000.0):
+        recorder.submit(record)
+    close_recorder(recorder, "record")
+    assert capsys.readouterr().err == ""
+    from console.store.database import Store
+
+    stopped = Store.open(path, read_only=True).events()[-1]
+    # The stop names its session like the start, so an export of one fleet finds it.
+    assert stopped.kind == "recording_stopped"
+    assert (stopped.detail["command"], stopped.detail["fleets"], stopped.detail["written"]) == ("record", ["chat", "code"], len(polls))
