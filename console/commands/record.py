@@ -22,6 +22,7 @@ from console.commands.recording import (
     open_recorder,
     retention_of,
 )
+from console.commands.watch import add_source_options
 from console.errors import UserError
 
 DESCRIPTION = """\
@@ -60,16 +61,9 @@ def add_parser(sub):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("plan", nargs="*", metavar="PLAN", help="plan file(s); each plan's fleet section names its targets; several plans record several fleets")
-    parser.add_argument("--target", action="append", default=[], metavar="URL", help="a replica's URL (host:port, or a full /metrics URL); repeat for each")
-    parser.add_argument("--source", choices=("scrape", "prometheus"), default=None, help="scrape replicas directly (default) or query Prometheus")
-    parser.add_argument("--prometheus", metavar="URL", help="Prometheus (or Thanos, Mimir) base URL, for --source prometheus")
-    parser.add_argument("--selector", default=None, metavar="SEL", help='PromQL label matchers choosing the fleet, e.g. \'job="vllm"\'')
-    parser.add_argument("--name", default=None, metavar="NAME", help="the fleet's name in the history (default: the plan's name, else taken from the targets or the selector)")
+    add_source_options(parser, "the history")
     parser.add_argument("--interval", type=float, default=2.0, metavar="S", help=f"seconds between polls (default 2, at least {MIN_INTERVAL:g})")
     parser.add_argument("--window", type=float, default=None, metavar="S", help="seconds the recorded flags' rates and percentiles cover (default 60)")
-    parser.add_argument("--timeout", type=float, default=None, metavar="S", help="per-target (or per-query) timeout in seconds (default: the interval, at most 5)")
-    parser.add_argument("--token-env", metavar="VAR", help="send a bearer token read from this environment variable")
-    parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
     parser.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds (default: until SIGTERM or Ctrl+C)")
     add_recording_options(parser, default_on=True, offer_no_record=False)
     # build_source (shared with watch) reads these; a recorder never runs the --once path.

@@ -78,23 +78,28 @@ def add_parser(sub):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("plan", nargs="*", metavar="PLAN", help="plan file(s); each plan's fleet section names its targets; several plans open an overview of the fleets")
-    parser.add_argument("--target", action="append", default=[], metavar="URL", help="a replica's URL (host:port, or a full /metrics URL); repeat for each")
-    parser.add_argument("--source", choices=("scrape", "prometheus"), default=None, help="scrape replicas directly (default) or query Prometheus")
-    parser.add_argument("--prometheus", metavar="URL", help="Prometheus (or Thanos, Mimir) base URL, for --source prometheus")
-    parser.add_argument("--selector", default=None, metavar="SEL", help='PromQL label matchers choosing the fleet, e.g. \'job="vllm"\'')
-    parser.add_argument("--name", default=None, metavar="NAME", help="the fleet's name in the console and the history (default: the plan's name, else taken from the targets or the selector)")
+    add_source_options(parser, "the console and the history")
     parser.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between refreshes (default 2; at least 0.2 with --once, 1 in the console)")
     parser.add_argument("--window", type=float, default=None, metavar="S", help="seconds the rates and percentiles cover (default 60; with --once and scrape, the span of the two samples)")
     parser.add_argument("--once", action="store_true", help="take two samples --interval apart, print the table and exit; with several plans one table per plan's fleet")
     parser.add_argument("--json", action="store_true", help='with --once: print one JSON object instead of the table; with several plans {"fleets": [one object per plan]}')
-    parser.add_argument("--timeout", type=float, default=None, metavar="S", help="per-target (or per-query) timeout in seconds (default: the interval, at most 5)")
-    parser.add_argument("--token-env", metavar="VAR", help="send a bearer token read from this environment variable")
-    parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
     parser.add_argument("--read-only", action="store_true", help="console: dim every key that changes the fleet")
     parser.add_argument("--theme", default=None, metavar="NAME", help="console: Textual theme (default ansi-dark, the terminal's own 16 colours); with --once it is still checked")
     add_recording_options(parser, default_on=True)
     parser.set_defaults(run=run)
     return parser
+
+
+def add_source_options(parser, named_in: str) -> None:
+    """The options `build_source` and `fleet_name` read (watch and record): which replicas, through what, the fleet's name."""
+    parser.add_argument("--target", action="append", default=[], metavar="URL", help="a replica's URL (host:port, or a full /metrics URL); repeat for each")
+    parser.add_argument("--source", choices=("scrape", "prometheus"), default=None, help="scrape replicas directly (default) or query Prometheus")
+    parser.add_argument("--prometheus", metavar="URL", help="Prometheus (or Thanos, Mimir) base URL, for --source prometheus")
+    parser.add_argument("--selector", default=None, metavar="SEL", help='PromQL label matchers choosing the fleet, e.g. \'job="vllm"\'')
+    parser.add_argument("--name", default=None, metavar="NAME", help=f"the fleet's name in {named_in} (default: the plan's name, else taken from the targets or the selector)")
+    parser.add_argument("--timeout", type=float, default=None, metavar="S", help="per-target (or per-query) timeout in seconds (default: the interval, at most 5)")
+    parser.add_argument("--token-env", metavar="VAR", help="send a bearer token read from this environment variable")
+    parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
 
 
 def check_theme(name: str | None) -> None:

@@ -94,6 +94,30 @@ def integrity(path: Path) -> str:
         connection.close()
 
 
+def wait_for(condition, what: str, seconds: float = 20.0, every: float = 0.02) -> None:
+    """Wait (bounded) until `condition()` holds; fail naming `what` when it never does."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(every)
+
+
+def polls_in(db: Path) -> int:
+    """Polls in the file so far; 0 while the recorder is still creating it."""
+    try:
+        return len(stored_times(db)) if db.exists() else 0
+    except sqlite3.OperationalError:  # no tables yet
+        return 0
+
+
+def capcon(*args: str, data_home: Path, timeout: float = 60.0) -> subprocess.CompletedProcess:
+    """`capcon ARGS` as a subprocess with its data directory under `data_home`."""
+    return subprocess.run(
+        [sys.executable, "-m", "console", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO, env=cli_env(data_home), check=False,
+    )
+
+
 def cli_env(data_home: Path) -> dict[str, str]:
     """The environment for a `capcon` subprocess: its data directory under the test's tmp dir."""
     env = dict(os.environ)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-import pytest
-
 from console.cli import main
 from console.commands.watch import fleet_name
 from console.plan.schema import load_plan

@@ -29,24 +29,13 @@ from console.store.database import Store
 from console.store.paths import default_history_path
 from tests.store.recorder_polls import (
     REPO,
+    capcon,
     capcon_sim,
     cli_env,
     integrity,
     stored_times,
     unnamed_fleet,
 )
-
-
-@pytest.fixture(scope="module")
-def targets():
-    with capcon_sim(replicas=2) as urls:
-        yield [arg for url in urls for arg in ("--target", url)]
-
-
-def capcon(*args: str, data_home: Path, timeout: float = 60.0) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "console", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO, env=cli_env(data_home), check=False,
-    )
 
 
 def files_under(folder: Path) -> list[Path]:

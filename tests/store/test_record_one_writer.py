@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -16,27 +15,14 @@ from pathlib import Path
 import pytest
 
 from console.store.database import Store
-from tests.store.recorder_polls import REPO, capcon_sim, cli_env, stored_times, unnamed_fleet
-
-
-@pytest.fixture(scope="module")
-def targets():
-    with capcon_sim(replicas=2) as urls:
-        yield [arg for url in urls for arg in ("--target", url)]
-
-
-def capcon(*args: str, data_home: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "console", *args], capture_output=True, text=True, timeout=60, cwd=REPO, env=cli_env(data_home), check=False,
-    )
-
-
-def polls_in(db) -> int:
-    """Polls in the file so far; 0 while the recorder is still creating it."""
-    try:
-        return len(stored_times(db)) if db.exists() else 0
-    except sqlite3.OperationalError:  # no tables yet
-        return 0
+from tests.store.recorder_polls import (
+    REPO,
+    capcon,
+    cli_env,
+    polls_in,
+    stored_times,
+    unnamed_fleet,
+)
 
 
 def running_recorder(db: Path, targets, data_home: Path) -> subprocess.Popen:

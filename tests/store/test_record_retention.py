@@ -7,8 +7,6 @@ The case it guards: `capcon record --keep-raw 7d` runs on a bastion, an on-call 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,7 +15,11 @@ import pytest
 from console.store.database import Store
 from console.store.recorder import Recorder
 from console.store.retention import MINUTES_SECONDS, Retention, retention_in_force
-from tests.store.recorder_polls import REPO, capcon_sim, cli_env, renumbered, sim_polls
+from tests.store.recorder_polls import (
+    capcon,
+    renumbered,
+    sim_polls,
+)
 
 WEEK = 7 * 86400.0
 RAW_POLLS = 100
@@ -26,12 +28,6 @@ RAW_POLLS = 100
 @pytest.fixture(scope="module")
 def polls():
     return sim_polls(4, replicas=2)
-
-
-@pytest.fixture(scope="module")
-def targets():
-    with capcon_sim(replicas=2) as urls:
-        yield [arg for url in urls for arg in ("--target", url)]
 
 
 def kept_for_a_week(path: Path, polls) -> list[float]:
@@ -61,12 +57,6 @@ def kept(path: Path) -> Retention | None:
         return retention_in_force(store)
     finally:
         store.close()
-
-
-def capcon(*args: str, data_home: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "console", *args], capture_output=True, text=True, timeout=60, cwd=REPO, env=cli_env(data_home), check=False,
-    )
 
 
 def test_a_recorder_without_a_retention_keeps_what_the_file_keeps(tmp_path, polls):

@@ -10,31 +10,15 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from console.commands.recording import polls as poll_words
 from console.store.database import Store
 from tests.store.recorder_polls import (
     REPO,
-    capcon_sim,
     cli_env,
     integrity,
+    polls_in,
     stored_times,
 )
-
-
-@pytest.fixture(scope="module")
-def targets():
-    with capcon_sim(replicas=2) as urls:
-        yield [arg for url in urls for arg in ("--target", url)]
-
-
-def polls_in(db) -> int:
-    """Polls in the file so far; 0 while the recorder is still creating it."""
-    try:
-        return len(stored_times(db)) if db.exists() else 0
-    except sqlite3.OperationalError:  # no tables yet
-        return 0
 
 
 def start_record(db, targets, data_home) -> subprocess.Popen:

@@ -6,7 +6,6 @@ import os
 import socket
 import sqlite3
 import threading
-import time
 
 import pytest
 
@@ -19,20 +18,13 @@ from tests.store.recorder_polls import (
     integrity,
     renumbered,
     sim_polls,
+    wait_for,
 )
 
 
 @pytest.fixture(scope="module")
 def polls():
     return sim_polls(6, replicas=3)
-
-
-def wait_for(condition, what: str, seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.02)
 
 
 def test_every_poll_lands_exactly_while_a_reader_reads_beside_the_writer(tmp_path, polls):

@@ -18,20 +18,13 @@ from tests.store.recorder_polls import (
     renumbered,
     sim_polls,
     stored_times,
+    wait_for,
 )
 
 
 @pytest.fixture(scope="module")
 def polls():
     return sim_polls(4, replicas=2)
-
-
-def wait_for(condition, what: str, seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.02)
 
 
 class WriteLock:

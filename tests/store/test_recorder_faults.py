@@ -26,6 +26,7 @@ from tests.store.recorder_polls import (
     renumbered,
     sim_polls,
     stored_times,
+    wait_for,
 )
 from tests.tui.conftest import make_app, poll_times, settle, shown
 from tests.tui.fakes import fleet_of, replica
@@ -34,14 +35,6 @@ from tests.tui.fakes import fleet_of, replica
 @pytest.fixture(scope="module")
 def polls():
     return sim_polls(4, replicas=3)
-
-
-def wait_for(condition, what: str, seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.02)
 
 
 @contextmanager

@@ -23,6 +23,7 @@ from tests.store.recorder_polls import (
     integrity,
     sim_polls,
     stored_times,
+    wait_for,
 )
 
 KILLS = 30
@@ -31,14 +32,6 @@ SCRAPE_TIMEOUT = 0.5
 # From the start of the next poll to its commit: the scrape (at most SCRAPE_TIMEOUT) and the
 # write, on a machine busy with other work.
 SLACK = 0.75
-
-
-def wait_until(condition, what: str, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
 
 
 def polls_in(path) -> int:
@@ -66,7 +59,7 @@ def test_capcon_record_killed_at_random_moments_loses_at_most_the_last_interval(
             )
             try:
                 # The file reopens after every kill and recording goes on.
-                wait_until(lambda n=before, p=process: polls_in(db) > n or p.poll() is not None, f"recorder {kill} to write")
+                wait_for(lambda n=before, p=process: polls_in(db) > n or p.poll() is not None, f"recorder {kill} to write", seconds=30.0, every=0.05)
                 assert process.poll() is None, f"recorder {kill} exited: {process.stderr.read()}"
                 # Half at any moment of two intervals, half around the next write.
                 time.sleep(rng.uniform(0.0, 2 * INTERVAL) if kill % 2 else rng.uniform(0.9 * INTERVAL, 1.3 * INTERVAL))
@@ -123,7 +116,7 @@ def test_a_writer_killed_inside_its_transactions_leaves_only_whole_polls(tmp_pat
         )
         try:
             assert process.stdout.readline().strip() == "ready", process.stderr.read()
-            wait_until(lambda n=before: polls_in(db) > n, f"writer {kill} to write")
+            wait_for(lambda n=before: polls_in(db) > n, f"writer {kill} to write", seconds=30.0, every=0.05)
             time.sleep(rng.uniform(0.05, 0.6))
             process.kill()
             process.wait(timeout=10)
