@@ -1,7 +1,7 @@
-"""One fleet's polls turned into history records, with the flags advanced exactly as the console does.
+"""One fleet's polls turned into views and history records: the step the console, `capcon record` and
+`capcon watch --once --db` all take, so flag changes (raised, cleared) are recorded the same way everywhere.
 
-`capcon record` and `capcon watch --once --db` have no console to build views; this keeps the
-previous view per fleet so flag changes (raised, cleared) are recorded the same way.
+It keeps the previous view per fleet (trends and flags carry over); without a recorder it only builds views.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ class PollFeed:
         """The view of this poll (as the console builds it at `now`), handed to the recorder."""
         handle = self.handle
         view = advance(self.previous, handle.name, figures, handle.plan_at(now), now)
-        self.recorder.submit(
-            poll_record(handle.name, handle.watcher, self.previous, view, handle.plan, self.interval_seconds, handle.plan_time(view.now))
-        )
+        if self.recorder is not None:
+            self.recorder.submit(
+                poll_record(handle.name, handle.watcher, self.previous, view, handle.plan, self.interval_seconds, handle.plan_time(view.now))
+            )
         self.previous = view
         return view

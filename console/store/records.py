@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from console.fleet.flags import Flag
+from console.fleet.flags import Flag, changes
 from console.metrics.figures import Figures, FleetFigures
 from console.plan.model import Plan
 from console.sources.base import TargetResult
@@ -100,8 +100,6 @@ def poll_record(fleet: str, watcher, previous, view, plan: Plan | None, interval
 
     `previous` and `view` are the FleetViews before and after this poll.
     """
-    from console.fleet.flags import changes  # noqa: PLC0415 - keeps this module's imports to records
-
     flag_changes = []
     for change, flag in changes(previous.flag_state if previous is not None else None, view.flag_state):
         row = view.row(flag.subject)

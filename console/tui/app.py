@@ -15,10 +15,11 @@ from typing import Any, Callable, Protocol
 from textual.app import App
 from textual.binding import Binding
 
-from console.fleet.view import FleetView, advance
+from console.fleet.view import FleetView
 from console.fleet_handle import FleetHandle, utc_offset_seconds  # noqa: F401 - re-exported: the console's fleets
 from console.metrics.figures import FleetFigures
 from console.plan.model import DAYS
+from console.store.poll_feed import PollFeed
 from console.tui.demo_faults import CLEAR_ALL_KEY, CLEAR_REPLICA_KEY, LASTING_KINDS, DemoFaults, choice_for
 from console.tui.literal import printable
 from console.tui.messages import PollFailed, ViewUpdated
@@ -153,32 +154,20 @@ class ConsoleApp(App):
 
     async def _poll_loop(self, index: int) -> None:
         """One poll at a time per fleet: the next starts `interval` after the last one finished."""
-        handle = self.fleets[index]
-        previous: FleetView | None = None
+        # The same step `capcon record` takes: the view (flags carried over), handed to the recorder if any.
+        feed = PollFeed(self.fleets[index], self.recorder, self.interval)
         while True:
             self._wake.clear()  # before polling, so a "poll now" during this poll is not lost
             if not self.paused:
                 try:
-                    figures = await handle.watcher.poll()
-                    now = self.clock()
-                    view = advance(previous, handle.name, figures, handle.plan_at(now), now)
-                    self._record(handle, previous, view)
-                    previous = view
-                    self.post_message(ViewUpdated(index, previous))
+                    figures = await feed.handle.watcher.poll()
+                    self.post_message(ViewUpdated(index, feed.add(figures, self.clock())))
                 except Exception as error:  # a failing source is shown, never fatal
                     self.post_message(PollFailed(index, f"poll failed: {type(error).__name__}: {error}"))
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=self.interval)
             except TimeoutError:
                 pass
-
-    def _record(self, handle: FleetHandle, previous: FleetView | None, view: FleetView) -> None:
-        if self.recorder is None:
-            return
-        from console.store.records import poll_record
-
-        # Never blocks: the recorder's thread writes; a failing file becomes a state in the header.
-        self.recorder.submit(poll_record(handle.name, handle.watcher, previous, view, handle.plan, self.interval, handle.plan_time(view.now)))
 
     def recording_words(self) -> str | None:
         """The header's word on recording: None when not recording, else its state."""
