@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import random
 import shutil
 import statistics
@@ -48,8 +47,7 @@ from console.store.retention import Retention, apply_retention  # noqa: E402
 from console.store.schema import HISTOGRAM_COLUMNS  # noqa: E402
 from console.watcher import Watcher  # noqa: E402
 
-SAMPLES = Path(os.environ.get("CAPCON_VLLM_SAMPLES", REPO.parent / "shared" / "vllm" / "samples"))
-DEFAULT_PAGE = SAMPLES / "vllm-0.32.0-cpu_tiny-llama_small-kv.txt"
+DEFAULT_PAGE = REPO / "tests" / "fixtures" / "vllm" / "vllm-0.32.0-cpu_tiny-llama_small-kv.txt"
 DAY = 86400.0
 START = 1_800_000_000.0
 FLEET = "bench"
@@ -267,7 +265,7 @@ def read_everything(path: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("page", nargs="?", default=str(DEFAULT_PAGE), help="a vLLM /metrics page (default: the shared 0.32 capture)")
+    parser.add_argument("page", nargs="?", default=str(DEFAULT_PAGE), help="a vLLM /metrics page (default: the project's real vLLM 0.32 capture)")
     parser.add_argument("--replicas", type=int, default=20)
     parser.add_argument("--minutes", type=float, default=60.0, help="minutes of 1-second polls written (a day is extrapolated)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 4 replicas, 3 minutes")
@@ -276,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         args.replicas, args.minutes = 4, 3.0
     page = Path(args.page)
     if not page.is_file():
-        print(f"{page}: no such page; pass a vLLM /metrics capture or set CAPCON_VLLM_SAMPLES", file=sys.stderr)
+        print(f"{page}: no such page; pass a vLLM /metrics capture", file=sys.stderr)
         return 2
     text = page.read_text()
     base = sample_from_page(parse(text, FAMILIES), START)

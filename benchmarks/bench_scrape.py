@@ -2,7 +2,7 @@
 
     python benchmarks/bench_scrape.py [PAGE] [--targets 256] [--refreshes 10] [--plain]
 
-A child process serves PAGE (default: the shared vLLM 0.32 capture) on TARGETS
+A child process serves PAGE (default: the project's real vLLM 0.32 capture) on TARGETS
 loopback ports, gzipped when the client accepts it, as vLLM's /metrics does
 (`--plain`: always uncompressed). This process then refreshes the whole fleet
 with capcon's ScrapeSource and measures its own CPU time per refresh (the
@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-DEFAULT_PAGE = Path(__file__).resolve().parents[2] / "shared" / "vllm" / "samples" / "vllm-0.32.0-cpu_tiny-llama_small-kv.txt"
+DEFAULT_PAGE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "vllm" / "vllm-0.32.0-cpu_tiny-llama_small-kv.txt"
 
 
 async def serve(page: Path, count: int, plain: bool) -> None:

