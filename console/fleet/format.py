@@ -101,3 +101,67 @@ def window(value: float) -> str:
     if value < 3600:
         return f"{value / 60:g} min"
     return f"{value / 3600:g} h"
+
+
+_SEPARATORS = ".:-_/@"
+
+
+def short_names(names: list[str] | tuple[str, ...], width: int) -> dict[str, str]:
+    """Each name in at most `width` cells, keeping the part that tells it from the others.
+
+    Replica names of one fleet share a prefix and a suffix (`10.0.0.11:8000`, `10.0.0.12:8000`): cutting
+    them in the middle makes them all alike. The common prefix and suffix, taken at separators so a
+    differing number stays whole, are dropped first ("…11:8000"); what differs is kept, then as much of
+    the suffix as fits. Names that already fit are shown whole.
+    """
+    names = list(dict.fromkeys(names))
+    if width <= 1 or all(len(n) <= width for n in names):
+        return {n: n for n in names}
+    if len(names) < 2:
+        return {n: _middle(n, width) for n in names}
+    prefix = _common_prefix(names)
+    suffix = _common_suffix([n[len(prefix):] for n in names])
+    shown = {}
+    for name in names:
+        core = name[len(prefix): len(name) - len(suffix)]
+        lead = "…" if prefix else ""
+        if len(name) <= width:
+            shown[name] = name
+        elif len(lead + core + suffix) <= width:
+            shown[name] = lead + core + suffix
+        elif len(lead + core) + 1 <= width and suffix:
+            # Part of the suffix: what fits of it, cut with an ellipsis.
+            room = width - len(lead + core)
+            shown[name] = lead + core + (suffix[: room - 1] + "…" if room < len(suffix) else suffix)
+        else:
+            shown[name] = _middle(lead + core, width)
+    return shown
+
+
+def _middle(value: str, width: int) -> str:
+    if len(value) <= width:
+        return value
+    head = (width - 1) // 2
+    tail = width - 1 - head
+    return value[:head] + "…" + (value[-tail:] if tail else "")
+
+
+def _common_prefix(names: list[str]) -> str:
+    first, last = min(names), max(names)
+    size = 0
+    while size < min(len(first), len(last)) and first[size] == last[size]:
+        size += 1
+    common = first[:size]
+    if all(len(n) == size for n in names):
+        return ""  # identical names: nothing differs, keep them whole
+    # Back to just after a separator, so "10.0.0.1" of .11 and .12 keeps "11" and "12" whole.
+    while common and common[-1] not in _SEPARATORS:
+        common = common[:-1]
+    return common
+
+
+def _common_suffix(rests: list[str]) -> str:
+    reversed_rests = [r[::-1] for r in rests]
+    common = _common_prefix(reversed_rests)[::-1] if reversed_rests else ""
+    # The reversed prefix ends just after a separator; in reading order the suffix starts with it.
+    return common

@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
-from console.fleet.flags import Flag, FlagInputs, FlagState, Pending, Severity, Thresholds, evaluate
+from console.fleet import judge
+from console.fleet.flags import DOWN_STATES, SEVERITY_RANK, Flag, FlagInputs, FlagState, Pending, Severity, Thresholds, evaluate
 from console.fleet.plan_now import PlanNow
 from console.fleet.trends import TrendPoint, Trends
 from console.metrics.figures import Figures, FleetFigures
@@ -56,14 +57,34 @@ COLUMNS: tuple[Column, ...] = (
 COLUMN_BY_KEY = {c.key: c for c in COLUMNS}
 
 
+Mark = Literal["critical", "warning", "info", "pending", "over", "ok", "unknown"]
+
+
 @dataclass(frozen=True)
 class Row:
     key: str  # replica name, or TOTAL_KEY
     figures: Figures
-    severity: Severity | None  # the worst active flag on this replica
+    severity: Severity | None  # the worst active flag on this replica (on the total row: in the fleet)
+    pending: Severity | None = None  # the worst condition that holds but is inside its minimum duration
+    over: tuple[tuple[str, judge.CellSeverity], ...] = ()  # (column, severity) of cells over their limit now
 
     def value(self, column: str) -> object:
         return COLUMN_BY_KEY[column].value(self.figures)
+
+    @property
+    def mark(self) -> Mark:
+        """What the row's badge says: never "ok" while a cell is over its limit or a condition is pending."""
+        if self.severity in ("critical", "warning"):
+            return self.severity
+        if self.figures.state in DOWN_STATES:
+            return "critical"  # down before its flag's minimum duration: still shown as bad
+        if self.pending is not None:
+            return "pending"
+        if self.over:
+            return "over"
+        if self.severity == "info":
+            return "info"
+        return "ok" if self.figures.state in ("up", "restarted") else "unknown"
 
 
 def sort_rows(rows: tuple[Row, ...], column: str, descending: bool = False) -> tuple[Row, ...]:
@@ -206,16 +227,19 @@ def compare(figures: FleetFigures, plan: PlanNow) -> tuple[Comparison, ...]:
     headroom = None if rps is None or plan.planned_capacity_rps <= 0 else 1 - rps / plan.planned_capacity_rps
     kv_used = _kv_used_bytes(figures, plan)
     rows = [
-        Comparison("load/capacity", plan.planned_capacity_rps, rps, "rps", _status_at_most(rps, plan.planned_capacity_rps),
+        # Two capacities, named apart: the replicas the schedule has for this hour, and the replicas up now
+        # less the spare N+1 keeps (with more up than scheduled the second reads larger).
+        Comparison("load/sched cap", plan.planned_capacity_rps, rps, "rps", _status_at_most(rps, plan.planned_capacity_rps),
                    f"{plan.replicas_scheduled} x {plan.rps_per_replica:g} req/s scheduled at {plan.hour:02d}:00"),
         Comparison("headroom", None, headroom, "share",
                    "unknown" if headroom is None else ("critical" if headroom < 0 else "warning" if headroom < 0.2 else "ok")),
         Comparison("replicas up", plan.replicas_scheduled, serving, "count",
                    "warning" if serving < plan.replicas_scheduled else "ok",
                    f"{plan.replicas_scheduled_soon} due within lead time" if plan.replicas_scheduled_soon > plan.replicas_scheduled else ""),
-        Comparison(f"N+{plan.redundancy}", carried, rps, "rps",
+        Comparison(f"load/up-{plan.redundancy} cap", carried, rps, "rps",
                    "unknown" if rps is None else ("warning" if rps > carried else "ok"),
-                   f"capacity with {plan.redundancy} replica lost"),
+                   f"{max(serving - plan.redundancy, 0)} x {plan.rps_per_replica:g} req/s: the {serving} up, "
+                   f"{plan.redundancy} lost (N+{plan.redundancy})"),
         Comparison("KV fullest", plan.kv_budget_bytes, kv_used, "bytes",
                    _status_at_most(kv_used, plan.kv_budget_bytes, 0.9),
                    "fullest engine's KV in use vs plan's budget per replica (one engine)"),
@@ -286,6 +310,16 @@ class FleetView:
         return next((r for r in self.rows if r.key == key), None)
 
 
+def _worst_by_subject(items: tuple[Flag, ...] | tuple[Pending, ...]) -> dict[str, Severity]:
+    """Each subject's worst severity, in one pass (a row each would cost replicas x flags per poll)."""
+    found: dict[str, Severity] = {}
+    for item in items:
+        known = found.get(item.subject)
+        if known is None or SEVERITY_RANK[item.severity] > SEVERITY_RANK[known]:
+            found[item.subject] = item.severity
+    return found
+
+
 def _trend_point(figures: FleetFigures, plan: PlanNow | None) -> TrendPoint:
     fleet = figures.fleet
     kv = [r.kv_usage for r in figures.replicas if r.kv_usage is not None]
@@ -321,8 +355,20 @@ def advance(
         generation_before=trends.value_at("generation_tokens_per_second", looked_back),
     )
     flag_state = evaluate(previous.flag_state if previous else FlagState(), inputs, now, thresholds)
-    rows = tuple(Row(r.name, r, flag_state.worst_for(r.name)) for r in figures.replicas)
-    total = Row(TOTAL_KEY, figures.fleet, flag_state.worst_for("fleet"))
+    active, pending = flag_state.active, flag_state.pending
+    worst_active, worst_pending = _worst_by_subject(active), _worst_by_subject(pending)
+    judged = judge.limits(plan, thresholds)
+    rows = tuple(
+        Row(r.name, r, worst_active.get(r.name), worst_pending.get(r.name), judge.over(r, judged))
+        for r in figures.replicas
+    )
+    # The total row speaks for the whole fleet: the worst flag or pending condition anywhere in it.
+    total = Row(
+        TOTAL_KEY, figures.fleet,
+        active[0].severity if active else None,
+        pending[0].severity if pending else None,
+        judge.over(figures.fleet, judged),
+    )
     return FleetView(
         name=name,
         figures=figures,

@@ -43,10 +43,10 @@ def test_plan_beside_actual_at_this_hour():
     )
     view = advance(None, "assistant", figures, plan_now(), now=1003.0)
     rows = comparisons(view)
-    assert rows["load/capacity"].planned == 20.0 and rows["load/capacity"].actual == 12.0
+    assert rows["load/sched cap"].planned == 20.0 and rows["load/sched cap"].actual == 12.0
     assert rows["headroom"].actual == pytest.approx(0.4)
     assert rows["replicas up"].actual == 2 and rows["replicas up"].status == "warning"  # 2 serving of 4
-    assert rows["N+1"].planned == 5.0 and rows["N+1"].status == "warning"  # one lost leaves 1 x 5 req/s
+    assert rows["load/up-1 cap"].planned == 5.0 and rows["load/up-1 cap"].status == "warning"  # one lost leaves 1 x 5 req/s
     # fullest replica: 0.8 x 100k tokens x 320 KiB per token
     assert rows["KV fullest"].actual == pytest.approx(0.8 * 100_000 * 327680.0)
     assert rows["TTFT p95"].status == "warning"  # 1.3 s is over 80 % of 1.5 s

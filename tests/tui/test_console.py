@@ -7,6 +7,7 @@ from console.tui.screens.fleet_screen import FleetScreen
 from console.tui.screens.help_screen import HelpScreen
 from console.tui.screens.overview_screen import OverviewScreen
 from console.tui.screens.replica_screen import ReplicaScreen
+from console.tui.screens.sort_screen import SortScreen
 from console.tui.widgets.console_header import ConsoleHeader
 from console.tui.widgets.fleet_table import FleetTable
 from console.tui.widgets.flags_panel import FlagsPanel
@@ -36,20 +37,51 @@ def rows_text(app) -> dict[str, str]:
     return {w.key: shown(w) for w in table.query(TableRow) if w.key in table.order}
 
 
-async def test_sort_cycles_columns_and_reverses():
+async def test_the_sort_menu_sorts_on_a_column_by_its_key_and_reverses():
     app = make_app(MIXED)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         table = app.screen.query_one(FleetTable)
         assert table.order == ("gpu-1", "gpu-2", "gpu-3", "gpu-4")  # the source's order
-        columns = [None, "name", "state", "rps", "prompt", "gen", "run", "wait", "kv"]
-        for _ in range(columns.index("kv")):
-            await pilot.press("s")
+        await pilot.press("s")
+        assert isinstance(app.screen, SortScreen)
+        await pilot.press("k")  # KV's key in the menu
+        assert isinstance(app.screen, FleetScreen)
         assert table.sort_key == "kv" and table.descending
         assert table.order == ("gpu-2", "gpu-3", "gpu-1", "gpu-4")  # unknown KV last
         assert "KV▼" in shown(table.query(TableRow).first())
         await pilot.press("r")
         assert table.order == ("gpu-1", "gpu-3", "gpu-2", "gpu-4")  # reversed, unknown still last
+        await pilot.press("s", "k")  # the column already sorted on: reversed again
+        assert table.descending and table.order == ("gpu-2", "gpu-3", "gpu-1", "gpu-4")
+        await pilot.press("s", "n")
+        assert table.sort_key == "name" and not table.descending
+        await pilot.press("s", "0")
+        assert table.sort_key is None and table.order == ("gpu-1", "gpu-2", "gpu-3", "gpu-4")
+
+
+async def test_the_sort_menu_works_with_arrows_and_enter_and_closes_on_escape():
+    app = make_app(MIXED)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(FleetTable)
+        await pilot.press("s", "escape")
+        assert isinstance(app.screen, FleetScreen) and table.sort_key is None
+        await pilot.press("s", "down", "down", "enter")  # source order, then the first column on screen, then the next
+        assert table.sort_key == table.columns[1]
+
+
+async def test_j_and_k_move_the_selection_as_down_and_up():
+    app = make_app(MIXED)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(FleetTable)
+        await pilot.press("j", "j")
+        assert table.selected == "gpu-2"
+        await pilot.press("k")
+        assert table.selected == "gpu-1"
+        await pilot.press("down", "down", "up")
+        assert table.selected == "gpu-2"
 
 
 async def test_filter_keeps_matching_rows_and_reports_a_bad_one():

@@ -92,7 +92,7 @@ def test_watch_in_tmux_shows_the_fleet_the_plan_and_a_replica_down(tmux_console)
     assert "● live" in screen
     assert any("DOWN" in line for line in replica_lines(screen, down_port)), screen
     assert any(" up " in line for line in replica_lines(screen, up_port)), screen
-    assert "plan beside actual" in screen and "load/capacity" in screen
+    assert "plan beside actual" in screen and "load/sched cap" in screen
     # The down replica passes its 10 s minimum duration and is flagged with what to do.
     # (Before that it reads "… pending: replica down", which carries no advice.)
     screen = tmux.wait_until(lambda s: "do:" in s and "replica down since" in s, "the replica-down flag", seconds=30)

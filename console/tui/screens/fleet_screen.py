@@ -6,29 +6,54 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Input
 
-from console.fleet.view import COLUMNS, FilterError, parse_filter
+from console.fleet.view import FilterError, parse_filter
 from console.tui.screens.base import ConsoleScreen
 from console.tui.widgets.console_header import ConsoleHeader
 from console.tui.widgets.fleet_table import FleetTable
 from console.tui.widgets.flags_panel import FlagsPanel
 from console.tui.widgets.plan_panel import PlanPanel
 from console.tui.widgets.trends_panel import TrendsPanel
+from console.tui.screens.sort_screen import SOURCE_ORDER, SortScreen, default_descending
 from console.tui.widgets.scroll import ConsoleScroll
 
-SORT_CYCLE = (None,) + tuple(c.key for c in COLUMNS)
+
+class FlagsScroll(ConsoleScroll):
+    """The flags panel's scroll: Tab reaches it (then up, down, PgUp, PgDn, Home, End read the why and do
+    text), Tab or Esc goes back to the table."""
+
+    BINDINGS = [
+        Binding("escape", "leave", "back to the table", id="flags-leave"),
+        Binding("j", "scroll_down", "scroll down", show=False, id="flags-down"),
+        Binding("k", "scroll_up", "scroll up", show=False, id="flags-up"),
+    ]
+
+    TITLE = "flags · Tab to scroll"
+    FOCUSED_TITLE = "flags · ↑↓ PgUp PgDn scroll · Esc back"
+
+    def on_focus(self) -> None:
+        self.border_title = self.FOCUSED_TITLE
+
+    def on_blur(self) -> None:
+        self.border_title = self.TITLE
+
+    def action_leave(self) -> None:
+        self.screen.set_focus(None)
 
 
 class FleetScreen(ConsoleScreen):
     # Nothing holds the focus: the screen's keys (and the filter box, focused when opened) do the work.
     AUTO_FOCUS = ""
     BINDINGS = [
-        Binding("s", "sort_next", "sort", id="sort"),
+        Binding("s", "sort_menu", "sort", id="sort"),
         Binding("r", "sort_reverse", "reverse", show=False, id="sort-reverse"),
         Binding("slash", "filter", "filter", id="filter"),
         Binding("escape", "clear_filter", "clear filter", show=False, id="clear-filter"),
-        Binding("down", "move(1)", "next row", show=False, id="row-down"),
-        Binding("up", "move(-1)", "previous row", show=False, id="row-up"),
+        Binding("down,j", "move(1)", "next row", show=False, id="row-down"),
+        Binding("up,k", "move(-1)", "previous row", show=False, id="row-up"),
+        Binding("pagedown", "page(1)", "page down", show=False, id="row-page-down"),
+        Binding("pageup", "page(-1)", "page up", show=False, id="row-page-up"),
         Binding("enter", "open_replica", "detail", id="open-replica"),
+        Binding("tab", "focus_flags", "flags", show=False, id="focus-flags"),
     ]
 
     def __init__(self, index: int) -> None:
@@ -42,8 +67,9 @@ class FleetScreen(ConsoleScreen):
             yield PlanPanel(id="plan")
             with Vertical(id="right"):
                 yield TrendsPanel(id="trends")
-                # Not focusable: up and down keep choosing replicas however many flags there are.
-                with ConsoleScroll(id="flags-scroll", can_focus=False):
+                # Up and down choose replicas until Tab moves the focus here; then they scroll the flags.
+                with FlagsScroll(id="flags-scroll") as flags:
+                    flags.border_title = FlagsScroll.TITLE
                     yield FlagsPanel(id="flags")
         yield Input(placeholder="filter: kv>0.9, state=down, wait>=1, name~gpu, or any text (Enter applies, Esc clears)", id="filter")
         yield Footer()
@@ -61,18 +87,42 @@ class FleetScreen(ConsoleScreen):
         self.table.show_view(view)
         self.query_one(PlanPanel).show(view)
         self.query_one(TrendsPanel).show(view.trends)
-        self.query_one(FlagsPanel).show(view.flags, view.now, view.pending)
+        over = sum(1 for row in view.rows if row.over) + (1 if view.total.over and not view.rows else 0)
+        self.query_one(FlagsPanel).show(view.flags, view.now, view.pending, planned=view.plan is not None, over=over)
 
     # --- actions -------------------------------------------------------------
 
-    def action_sort_next(self) -> None:
+    def action_sort_menu(self) -> None:
         table = self.table
-        following = SORT_CYCLE[(SORT_CYCLE.index(table.sort_key) + 1) % len(SORT_CYCLE)]
-        # Numbers read best largest first; names and states alphabetically.
-        descending = following not in (None, "name", "state")
-        table.sort_by(following, descending)
+        self.app.push_screen(SortScreen(table.sort_key, table.descending, table.columns), self.sort_on)
+
+    def sort_on(self, column: str | None) -> None:
+        """Apply the sort menu's choice: a column (again: reversed), the source order, or nothing (closed)."""
+        if column is None:
+            return
+        table = self.table
+        if column == SOURCE_ORDER:
+            table.sort_by(None)
+        elif column == table.sort_key:
+            table.sort_by(column, not table.descending)
+        else:
+            table.sort_by(column, default_descending(column))
         self.app.clear_notifications()
-        self.notify(f"sorted by {following or 'source order'}", timeout=1.5)
+        order = "source order" if table.sort_key is None else (
+            f"{table.sort_key}, {'largest' if table.descending else 'smallest'} first"
+            if table.sort_key not in ("name", "state") else f"{table.sort_key}, {'Z-A' if table.descending else 'A-Z'}")
+        self.notify(f"sorted by {order}", timeout=1.5)
+
+    def action_focus_flags(self) -> None:
+        scroll = self.query_one("#flags-scroll", FlagsScroll)
+        if self.focused is scroll:
+            self.set_focus(None)
+        else:
+            scroll.focus()
+
+    def action_page(self, step: int) -> None:
+        body_height = max(self.table.body_height(), 1)
+        self.table.move(step * body_height)
 
     def action_sort_reverse(self) -> None:
         table = self.table

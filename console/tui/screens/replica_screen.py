@@ -15,7 +15,7 @@ from console.tui.widgets.console_header import ConsoleHeader
 from console.tui.widgets.scroll import ConsoleScroll
 
 SECONDS = {"ttft_p50_seconds", "ttft_p95_seconds", "ttft_p99_seconds", "itl_p95_seconds", "tpot_p95_seconds",
-           "e2e_p95_seconds", "queue_p95_seconds", "data_age_seconds"}
+           "e2e_p95_seconds", "queue_p95_seconds"}
 SHARES = {"kv_usage", "prefix_hit_share"}
 
 
@@ -23,8 +23,11 @@ def figure_lines(figures) -> list[tuple[str, str]]:
     lines = []
     for item in fields(figures):
         value = getattr(figures, item.name)
-        label = item.name.replace("_", " ")
-        if item.name in SECONDS:
+        # The unit is in the value ("230ms", "12s"): "ttft p95", not "ttft p95 seconds".
+        label = item.name.removesuffix("_seconds").replace("_", " ")
+        if item.name == "data_age_seconds":
+            shown = fmt.age(value)
+        elif item.name in SECONDS:
             shown = fmt.seconds(value)
         elif item.name in SHARES:
             shown = fmt.share(value)

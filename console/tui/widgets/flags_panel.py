@@ -7,8 +7,9 @@ import time
 from rich.text import Text
 
 from console.fleet import format as fmt
+from console.fleet.flags import Flag, Pending, Thresholds
+from console.fleet.judge import fixed_words
 from console.tui.widgets.diff_text import DiffText
-from console.fleet.flags import Flag, Pending
 from console.tui.literal import printable
 from console.tui.widgets.table_row import BADGES
 
@@ -49,17 +50,35 @@ class FlagsPanel(DiffText):
         super().__init__(**kwargs)
         self._shown: tuple | None = None
 
-    def show(self, flags: tuple[Flag, ...], now: float, pending: tuple[Pending, ...] = ()) -> None:
+    def on_resize(self) -> None:
+        # Pending lines are packed phrase by phrase to the width: a new width packs them anew.
+        if self._shown is not None:
+            shown, self._shown = self._shown, None
+            self.show(*shown[0])
+
+    def show(self, flags: tuple[Flag, ...], now: float, pending: tuple[Pending, ...] = (), planned: bool = True,
+             over: int = 0) -> None:
+        """`planned`: a plan is known (without one only fixed thresholds are judged); `over`: rows with a cell
+        over its limit now, so an empty list of flags is not read as all clear."""
         lines = tuple(_grouped(flags, now))
-        waiting = tuple(pending_lines(pending, now))
-        if (lines, waiting) == self._shown:
+        width = self.size.width
+        waiting = tuple(pending_lines(pending, now, width))
+        key = (lines, waiting, planned, over, width)
+        if self._shown is not None and self._shown[1] == key:
             return
-        self._shown = (lines, waiting)
-        # "Within its plan" only when no rule's condition holds at all, pending or shown.
-        self.set_class(not flags and not pending, "-clear")
+        self._shown = ((flags, now, pending, planned, over), key)
+        # "Within its plan" only when no rule's condition holds at all, pending or shown, and no cell is over.
+        clear = not flags and not pending and not over
+        self.set_class(clear, "-clear")
         text = Text()
-        if not flags and not pending:
+        if clear and planned:
             text.append("✓ no flags: the fleet is within its plan", style="bold")
+        elif clear:
+            text.append("✓ no flags · no plan: judged only on fixed thresholds: ", style="bold")
+            text.append(fixed_words(Thresholds()))
+        elif not flags and not pending:
+            text.append(f"no flags yet: {over} row{'s' if over > 1 else ''} over a limit now (cells marked !)",
+                        style="bold")
         # Headlines first, one line each, so a short terminal still shows every flag; then what is
         # pending (a condition that holds, inside its minimum duration); then the details.
         headlines = []
@@ -70,7 +89,7 @@ class FlagsPanel(DiffText):
             headline.append(f" {name}", style="bold")
             headline.append(f" · {printable(subjects)} · {since[1]}")
             headlines.append(headline)
-        headlines += [Text(line) for line in waiting]
+        headlines += [Text(line) for line in waiting]  # already packed to the width
         text.append(Text("\n").join(headlines))
         for severity, name, subjects, since, why, todo in lines:
             text.append(f"\n\n{name}", style="bold")
@@ -80,16 +99,43 @@ class FlagsPanel(DiffText):
         self.show_text(text)
 
 
-def pending_lines(pending: tuple[Pending, ...], now: float):
-    """One line per kind of condition that holds but is not a flag yet: how long it has held of how long it must."""
+def pending_lines(pending: tuple[Pending, ...], now: float, width: int = 0):
+    """One entry per kind of condition that holds but is not a flag yet: how long it has held of how long it must.
+
+    With a `width`, each entry is packed phrase by phrase into lines of that width ("(21 s of 30 s)" never
+    splits); without one it is a single line.
+    """
     kinds: dict[str, list[Pending]] = {}
     for item in pending:  # worst first, then oldest
         kinds.setdefault(item.kind, []).append(item)
     for group in kinds.values():
         oldest = min(group, key=lambda p: p.since)
         held = max(now - oldest.since, 0.0)
-        subjects = printable(", ".join(p.subject for p in group))
-        yield f"… pending: {title_of(oldest.kind)} · {subjects} ({held:.0f} s of {oldest.needed_seconds:.0f} s)"
+        subjects = [printable(p.subject) for p in group]
+        phrases = [f"… pending: {title_of(oldest.kind)}", "·"]
+        phrases += [s + "," for s in subjects[:-1]] + [subjects[-1]]
+        phrases.append(f"({held:.0f} s of {oldest.needed_seconds:.0f} s)")
+        yield "\n".join(pack(phrases, width)) if width > 0 else " ".join(phrases)
+
+
+def pack(phrases: list[str], width: int, indent: int = 2) -> list[str]:
+    """Phrases joined by spaces into lines of at most `width` cells; a phrase moves whole to the next line,
+    which is indented. A phrase longer than a line is cut at the width (the only split left)."""
+    lines: list[str] = []
+    line = ""
+    for phrase in phrases:
+        candidate = f"{line} {phrase}" if line else phrase
+        if len(candidate) <= width or not line:
+            line = candidate
+        else:
+            lines.append(line)
+            line = " " * indent + phrase
+        while len(line) > width > indent:
+            lines.append(line[:width])
+            line = " " * indent + line[width:]
+    if line:
+        lines.append(line)
+    return lines
 
 
 def title_of(kind: str) -> str:

@@ -11,11 +11,14 @@ from console.tui.literal import fit, printable
 from console.tui.widgets.flags_panel import title, title_of
 from console.tui.widgets.table_row import BADGES
 
-HEADER = f"{'':7}{'fleet':<18}{'load/capacity':>15}{'headroom':>10}{'up/sched':>10}  worst flag"
+HEADER = f"{'':7}{'fleet':<18}{'load/sched cap':>15}{'headroom':>10}{'up/sched':>10}  worst flag"
 
 
 class FleetLine(DiffText):
-    COMPONENT_CLASSES = {"fleet-line--critical", "fleet-line--warning", "fleet-line--info", "fleet-line--ok", "fleet-line--unknown"}
+    COMPONENT_CLASSES = {
+        "fleet-line--critical", "fleet-line--warning", "fleet-line--info", "fleet-line--pending", "fleet-line--over",
+        "fleet-line--ok", "fleet-line--unknown",
+    }
 
     def __init__(self, index: int, name: str, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -34,15 +37,18 @@ class FleetLine(DiffText):
             scheduled = str(plan.replicas_scheduled) if plan else fmt.UNKNOWN
             worst = view.flags[0] if view.flags else None
             pending = view.pending
+            over = bool(view.total.over) or any(r.over for r in view.rows)
             if worst is not None:
                 flag = f"{title(worst)} ({len(view.flags)})" + (f" +{len(pending)} pending" if pending else "")
             elif pending:
                 # A condition holds but not yet for its minimum duration: never "ok", never "none".
                 flag = f"… pending: {title_of(pending[0].kind)}" + (f" (+{len(pending) - 1})" if len(pending) > 1 else "")
+            elif over:
+                flag = "none yet: cells over a limit now"
             else:
                 flag = "none"
             line = (
-                worst.severity if worst else ("info" if pending else "ok"),
+                worst.severity if worst else "pending" if pending else "over" if over else "ok",
                 f"{load}/{capacity}",
                 fmt.share(view.headroom),
                 f"{view.replicas_serving}/{scheduled}",

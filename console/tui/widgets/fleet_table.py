@@ -7,11 +7,14 @@ text changes. Columns that do not fit the width are dropped by priority, so
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.containers import Vertical
 
+from console.fleet.format import short_names
 from console.fleet.view import COLUMN_BY_KEY, COLUMNS, TOTAL_KEY, FleetView, Row, RowFilter, sort_rows
-from console.tui.literal import fit
+from console.tui.literal import fit, printable
 from console.tui.widgets.table_row import BADGE_WIDTH, WIDTHS, TableRow
+from console.tui.widgets.diff_text import DiffText
 from console.tui.widgets.scroll import ConsoleScroll
 
 ROW_MARGIN = 3  # rows kept current just outside the view, so a step of the cursor shows fresh figures at once
@@ -28,6 +31,12 @@ def columns_for(width: int) -> tuple[str, ...]:
     return tuple(c.key for c in chosen)
 
 
+def name_width_for(width: int, columns: tuple[str, ...], longest: int) -> int:
+    """The name column's width: its minimum, plus what the chosen columns leave, up to the longest name."""
+    spare = width - BADGE_WIDTH - sum(WIDTHS[c] for c in columns)
+    return max(WIDTHS["name"], min(WIDTHS["name"] + max(spare, 0), longest + 1))
+
+
 class TableBody(ConsoleScroll):
     """The scrolling replica rows; a resize can bring held rows into view.
 
@@ -40,6 +49,27 @@ class TableBody(ConsoleScroll):
 
     def on_resize(self) -> None:
         self._on_resize()
+
+
+class FilterLine(DiffText):
+    """Shown only while a filter is on: what it keeps and what it hides, flagged rows among them (as k9s does)."""
+
+    DEFAULT_CSS = "FilterLine { height: 1; display: none; }"
+
+    def show_filter(self, text: str, kept: tuple[Row, ...], every: tuple[Row, ...]) -> None:
+        self.display = bool(text.strip())
+        if not self.display:
+            return
+        kept_keys = {r.key for r in kept}
+        hidden = [r for r in every if r.key not in kept_keys]
+        troubled = sum(1 for r in hidden if r.mark not in ("ok", "unknown"))
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(f" filter {printable(text.strip())}", style="bold")
+        line.append(f" · {len(kept)} of {len(every)} shown, {len(hidden)} hidden")
+        if troubled:
+            line.append(f" ({troubled} not ok)", style="bold")
+        line.append(" · Esc clears")
+        self.show_text(line)
 
 
 class FleetTable(Vertical):
@@ -60,18 +90,32 @@ class FleetTable(Vertical):
         self._header = TableRow("header", classes="header")
         self._body = TableBody(self._show_held, classes="body")
         self._total = TableRow(TOTAL_KEY, classes="total")
+        self._filter_line = FilterLine(classes="filter-line")
         self._columns: tuple[str, ...] = columns_for(80)
+        self._width = 80
+        self._names: tuple[tuple[str, ...], int, dict[str, str]] = ((), 0, {})
 
     def compose(self):
         yield self._header
         yield self._body
+        yield self._filter_line
         yield self._total
 
     def on_resize(self) -> None:
         columns = columns_for(self.size.width)
-        if columns != self._columns:
-            self._columns = columns
+        if columns != self._columns or self.size.width != self._width:
+            self._columns, self._width = columns, self.size.width
             self.refresh_rows()
+
+    def shown_names(self) -> tuple[dict[str, str], int]:
+        """Replica names as shown (the part that tells them apart) and the name column's width."""
+        names = tuple(r.key for r in self.view.rows) if self.view else ()
+        longest = max((len(printable(n)) for n in names), default=0)
+        width = name_width_for(self._width, self._columns, longest)
+        if self._names[:2] != (names, width):
+            shown = short_names([printable(n) for n in names], width - 1)
+            self._names = (names, width, {n: shown[printable(n)] for n in names})
+        return self._names[2], width
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -101,6 +145,9 @@ class FleetTable(Vertical):
         self.refresh_rows()
         self._rows[self.selected].scroll_visible()
 
+    def body_height(self) -> int:
+        return self._body.size.height
+
     def selected_row(self) -> Row | None:
         return self.view.row(self.selected) if self.view and self.selected else None
 
@@ -116,12 +163,12 @@ class FleetTable(Vertical):
         return tuple(titles)
 
     def refresh_rows(self) -> None:
-        self._header.show("", self._header_cells(), self._columns)
+        names, name_width = self.shown_names()
+        self._header.show("", self._header_cells(), self._columns, name_width=name_width)
         if self.view is None or not self.is_mounted:
             return
-        rows = self.view.rows
-        if self.sort_key:
-            rows = sort_rows(rows, self.sort_key, self.descending)
+        every = self.view.rows
+        rows = sort_rows(every, self.sort_key, self.descending) if self.sort_key else every
         rows = tuple(r for r in rows if self.row_filter.matches(r))
         order = tuple(r.key for r in rows)
         self._place(order)
@@ -130,16 +177,15 @@ class FleetTable(Vertical):
         first, last = self._rows_in_view()
         for index, row in enumerate(rows):
             widget = self._rows[row.key]
+            selected = row.key == self.selected
             if first <= index < last:
-                widget.show_row(row, self._columns, selected=row.key == self.selected)
+                widget.show_row(row, self._columns, selected, names.get(row.key), name_width)
             else:
-                widget.hold(row, self._columns, selected=row.key == self.selected)
+                widget.hold(row, self._columns, selected, names.get(row.key), name_width)
+        self._filter_line.show_filter(self.row_filter.text, rows, every)
         up = self.view.replicas_serving
-        total_name = fit(f"FLEET {up}/{len(self.view.rows)}", WIDTHS["name"] - 1)
-        total = self.view.total
-        worst = self.view.flags[0].severity if self.view.flags else None
-        total = Row(total.key, total.figures, worst)
-        self._total.show_row(total, self._columns, name=total_name)
+        total_name = fit(f"FLEET {up}/{len(every)}", name_width - 1)
+        self._total.show_row(self.view.total, self._columns, name=total_name, name_width=name_width)
 
     def _rows_in_view(self) -> tuple[int, int]:
         """The body rows on screen, with a margin; all of them before the first layout.

@@ -18,7 +18,13 @@ WIDTHS = {
     "preempt": 6, "ttft50": 7, "ttft": 7, "tpot": 7, "e2e": 7, "queue": 8, "prefix": 7,
 }
 BADGE_WIDTH = 7
-BADGES = {"critical": "✖ CRIT", "warning": "▲ WARN", "info": "● info", "ok": "✓ ok", "unknown": "? ----"}
+# Severity as text as well as colour. "pend": a condition holds, inside its minimum duration; "over": a cell is
+# over its limit now, with no flag or pending condition on this row (a fleet-wide SLO breach, say).
+BADGES = {
+    "critical": "✖ CRIT", "warning": "▲ WARN", "info": "● info", "pending": "… pend", "over": "! over",
+    "ok": "✓ ok", "unknown": "? ----",
+}
+OVER_MARK = "!"  # in the gap after a cell over its limit: readable without colour, and in a pasted copy
 _FORMATS = {
     "rps": fmt.rate, "tps": fmt.compact, "count": fmt.count, "share": fmt.share,
     "seconds": fmt.seconds, "per_second": fmt.rate,
@@ -35,20 +41,20 @@ def cell(row: Row, key: str) -> str:
     return _FORMATS[column.unit](value)
 
 
-def badge_for(row: Row) -> str:
-    if row.severity is not None:
-        return row.severity
-    if row.figures.state in ("up", "restarted"):
-        return "ok"
-    if row.figures.state in ("down", "timeout", "bad_payload"):
-        return "critical"  # down before its flag's minimum duration: still shown as bad
-    return "unknown"
+def badge_style_name(row_mark: str, over: tuple[tuple[str, str], ...]) -> str:
+    """The component class of a badge: "over" takes the colour of its worst cell."""
+    if row_mark == "over":
+        return "critical" if any(s == "critical" for _, s in over) else "warning"
+    return row_mark
 
 
 class TableRow(DiffText):
     """A replica, the fleet total, or the header line; only changed cells reach the terminal."""
 
-    COMPONENT_CLASSES = {"table-row--critical", "table-row--warning", "table-row--info", "table-row--ok", "table-row--unknown"}
+    COMPONENT_CLASSES = {
+        "table-row--critical", "table-row--warning", "table-row--info", "table-row--pending", "table-row--ok",
+        "table-row--unknown", "table-row--cell-critical", "table-row--cell-warning", "table-row--selected-mark",
+    }
 
     def __init__(self, key: str, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -57,40 +63,73 @@ class TableRow(DiffText):
         self._held: tuple | None = None  # the latest figures of a row out of view, shown when it scrolls in
         self._badge_styles: dict[str, object] = {}  # looked up once: the theme does not change under a row
 
-    def _badge_style(self, badge: str):
-        if badge not in self._badge_styles:
-            self._badge_styles[badge] = self.get_component_rich_style(f"table-row--{badge}", partial=True)
-        return self._badge_styles[badge]
+    def _style(self, name: str):
+        if name not in self._badge_styles:
+            self._badge_styles[name] = self.get_component_rich_style(f"table-row--{name}", partial=True)
+        return self._badge_styles[name]
 
-    def show(self, badge: str, cells: tuple[str, ...], columns: tuple[str, ...], selected: bool = False) -> None:
-        shown = (badge, cells, columns)
+    def show(
+        self,
+        badge: str,
+        cells: tuple[str, ...],
+        columns: tuple[str, ...],
+        selected: bool = False,
+        over: tuple[tuple[str, str], ...] = (),
+        name_width: int = WIDTHS["name"],
+    ) -> None:
+        shown = (badge, cells, columns, selected, over, name_width)
         self.set_class(selected, "-selected")
         if shown == self._shown:
             return
         self._shown = shown
+        over_by_column = dict(over)
         parts = [fit(BADGES[badge], BADGE_WIDTH) if badge else " " * BADGE_WIDTH]
+        spans: list[tuple[int, int, str]] = []
+        at = BADGE_WIDTH
         for key, value in zip(columns, cells):
+            width = name_width if key == "name" else WIDTHS[key]
             if key == "name":
-                parts.append(fit_middle(value, WIDTHS[key] - 1) + " ")
+                part = fit_middle(value, width - 1) + " "
             else:
-                parts.append(fit(value, WIDTHS[key] - 1, right=COLUMN_BY_KEY[key].unit != "text") + " ")
+                part = fit(value, width - 1, right=COLUMN_BY_KEY[key].unit != "text")
+                severity = over_by_column.get(key)
+                part += OVER_MARK if severity else " "
+                if severity:
+                    spans.append((at, at + width, f"cell-{severity}"))
+            parts.append(part)
+            at += width
         text = Text("".join(parts), no_wrap=True, overflow="crop")
-        if badge and self.is_mounted:
-            text.stylize(self._badge_style(badge), 0, BADGE_WIDTH)
+        if self.is_mounted:
+            # A selected row takes the cursor's colours: coloured text on it would vanish in 16 colours
+            # (green on green), so its marks keep their words and symbols, in bold, and lose their colour.
+            if badge:
+                name = "selected-mark" if selected else badge_style_name(badge, over)
+                text.stylize(self._style(name), 0, BADGE_WIDTH)
+            for start, end, name in spans:
+                text.stylize(self._style("selected-mark" if selected else name), start, end)
         self.show_text(text)
 
-    def show_row(self, row: Row, columns: tuple[str, ...], selected: bool = False, name: str | None = None) -> None:
+    def show_row(
+        self,
+        row: Row,
+        columns: tuple[str, ...],
+        selected: bool = False,
+        name: str | None = None,
+        name_width: int = WIDTHS["name"],
+    ) -> None:
         self._held = None
         cells = tuple(name if (key == "name" and name is not None) else cell(row, key) for key in columns)
-        self.show(badge_for(row), cells, columns, selected)
+        self.show(row.mark, cells, columns, selected, row.over, name_width)
 
-    def hold(self, row: Row, columns: tuple[str, ...], selected: bool = False) -> None:
+    def hold(self, row: Row, columns: tuple[str, ...], selected: bool = False, name: str | None = None,
+             name_width: int = WIDTHS["name"]) -> None:
         """Keep the figures of a row out of view without formatting or repainting it."""
-        self._held = (row, columns, selected)
+        self._held = (row, columns, selected, name, name_width)
 
     def show_held(self) -> None:
         if self._held is not None:
-            self.show_row(*self._held)
+            row, columns, selected, name, name_width = self._held
+            self.show_row(row, columns, selected, name, name_width)
 
     def forget(self) -> None:
         """Drop what was shown so the next `show` repaints (after a theme or width change)."""
