@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -81,5 +83,41 @@ def test_demo_runs_the_fleet_reacts_to_keys_and_ctrl_c_frees_every_port():
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
         assert all(refused(port) for port in ports), "a simulated replica still listens after Ctrl+C"
+    finally:
+        tmux.close()
+
+
+TABLE_ROW = re.compile(r"^(✖ CRIT|▲ WARN|● info|… pend|! over|✓ ok|\? ----) ")
+
+
+def table_rows(screen: str) -> list[str]:
+    return [line for line in screen.splitlines() if TABLE_ROW.match(line)]
+
+
+def test_a_demo_spike_at_80x24_never_leaves_a_row_reading_ok_with_a_cell_over_its_limit():
+    tmux = Tmux(f"{sys.executable} -m console demo --seed 3; echo CAPCON-EXIT=$?; sleep 60", width=80, height=24)
+    try:
+        tmux.wait_for("FLEET 5/5", seconds=40)
+        tmux.keys("x")
+        tmux.wait_for("traffic x3")
+        seen_over = 0
+        deadline = time.monotonic() + 75
+        while time.monotonic() < deadline:
+            screen = tmux.screen()
+            for line in table_rows(screen):
+                # A cell over its limit is marked "!" in the gap after it: that row is never "ok".
+                if "!" in line[7:]:
+                    seen_over += 1
+                    assert not line.startswith("✓ ok"), f"a row reads ok with a cell over its limit:\n{screen}"
+            if seen_over and any(line.startswith(("▲ WARN", "✖ CRIT")) for line in table_rows(screen)[:-1]):
+                break
+            time.sleep(0.3)
+        assert seen_over, f"the spike never took a cell over its limit:\n{screen}"
+        assert any(line.startswith(("▲ WARN", "✖ CRIT")) for line in table_rows(screen)), screen
+        # The replica names differ at the port or the number; all five read apart at 80 columns.
+        names = [line[7:19].split()[0] for line in table_rows(screen)[:-1]]
+        assert len(set(names)) == 5, names
+        tmux.keys("C-c")
+        assert "CAPCON-EXIT=0" in tmux.wait_for("CAPCON-EXIT=", seconds=15)
     finally:
         tmux.close()

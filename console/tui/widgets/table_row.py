@@ -61,6 +61,8 @@ class TableRow(DiffText):
         self.key = key
         self._shown: tuple | None = None
         self._held: tuple | None = None  # the latest figures of a row out of view, shown when it scrolls in
+        self._unstyled: tuple | None = None  # what was shown before the row was mounted
+        self._can_style = False
         self._badge_styles: dict[str, object] = {}  # looked up once: the theme does not change under a row
 
     def _style(self, name: str):
@@ -81,7 +83,10 @@ class TableRow(DiffText):
         self.set_class(selected, "-selected")
         if shown == self._shown:
             return
-        self._shown = shown
+        # Styles come from the theme, which a row can read only once mounted: before that, show the text
+        # and keep the arguments, so mounting paints it again with its colours.
+        self._shown = shown if self._can_style else None
+        self._unstyled = None if self._can_style else shown
         over_by_column = dict(over)
         parts = [fit(BADGES[badge], BADGE_WIDTH) if badge else " " * BADGE_WIDTH]
         spans: list[tuple[int, int, str]] = []
@@ -99,7 +104,7 @@ class TableRow(DiffText):
             parts.append(part)
             at += width
         text = Text("".join(parts), no_wrap=True, overflow="crop")
-        if self.is_mounted:
+        if self._can_style:
             # A selected row takes the cursor's colours: coloured text on it would vanish in 16 colours
             # (green on green), so its marks keep their words and symbols, in bold, and lose their colour.
             if badge:
@@ -130,6 +135,11 @@ class TableRow(DiffText):
         if self._held is not None:
             row, columns, selected, name, name_width = self._held
             self.show_row(row, columns, selected, name, name_width)
+
+    def on_mount(self) -> None:
+        self._can_style = True  # `is_mounted` turns true only after this handler
+        if self._unstyled is not None:
+            self.show(*self._unstyled)
 
     def forget(self) -> None:
         """Drop what was shown so the next `show` repaints (after a theme or width change)."""
