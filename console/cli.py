@@ -11,6 +11,10 @@ from console.errors import UserError
 
 # Order is the order `capcon --help` lists them.
 VERBS = ("plan", "watch", "record", "replay", "history", "export", "demo", "sim")
+# Options whose value may begin with '-': a relative time (`--from -15m`), or a mistyped one
+# (`--from -2x`) that deserves the option's own message. argparse takes any such word for an
+# option and says "expected one argument", so `joined_values` writes them as `--from=-15m`.
+DASH_VALUE_OPTIONS = ("--from", "--to", "--keep-raw", "--keep-minutes")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -18,6 +22,17 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+class _Version(argparse.Action):
+    """argparse's version action, reading the package metadata only when asked (not on every run)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"capcon {installed_version()}")  # stdout, as `--version` of other tools: `capcon --version | cut ...`
+        parser.exit(0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog="Run `capcon VERB --help` for the options of one verb.",
     )
+    parser.add_argument("--version", action=_Version, help="print capcon's version (capcon X.Y.Z) and exit")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True, parser_class=OneLineParser)
     parser.verb_parsers = {}
     for verb in VERBS:
@@ -37,9 +53,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def installed_version() -> str:
+    """The version pip installed (the package metadata), not a copy kept in the code that can drift from it."""
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415 - only for --version
+
+    try:
+        return version("capcon")
+    except PackageNotFoundError:
+        return "(not installed: run `pip install -e .` for a version)"
+
+
+def joined_values(argv: list[str]) -> list[str]:
+    """`--from -15m` -> `--from=-15m` for DASH_VALUE_OPTIONS; everything else as given.
+
+    A following word starting with `--` is left alone: `--from --to now` stays a missing value,
+    not a time named "--to". Nothing after a bare `--` is touched.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return out + argv[i:]
+        following = argv[i + 1] if i + 1 < len(argv) else None
+        if word in DASH_VALUE_OPTIONS and following is not None and following.startswith("-") and not following.startswith("--"):
+            out.append(f"{word}={following}")
+            i += 2
+            continue
+        out.append(word)
+        i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
+    args, unknown = parser.parse_known_args(joined_values(list(sys.argv[1:] if argv is None else argv)))
     if unknown:
         # Named by the verb's parser, so the line points at `capcon VERB --help`, where the options are.
         parser.verb_parsers[args.verb].error(f"unrecognized arguments: {' '.join(unknown)}")

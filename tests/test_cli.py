@@ -93,3 +93,28 @@ def test_unknown_theme_lists_the_themes_and_exits_2_before_starting(capsys, argv
     assert match, err
     assert match.group(1).split(", ") == sorted(BUILTIN_THEMES)
     assert "ansi-dark" in match.group(1)
+
+
+def test_version_is_the_installed_package_s_and_exits_0(capsys):
+    from importlib.metadata import version  # noqa: PLC0415
+
+    assert _exit_code(["--version"]) == 0
+    out, err = capsys.readouterr()
+    assert out == f"capcon {version('capcon')}\n" and err == ""
+    assert re.fullmatch(r"capcon \d+\.\d+\.\d+\S*\n", out)
+
+
+def test_version_through_the_installed_command():
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    script = Path(sys.executable).with_name("capcon")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "console"]
+    done = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and re.fullmatch(r"capcon \d+\.\d+\.\d+\S*\n", done.stdout), done
+
+
+def test_help_lists_version(capsys):
+    assert _exit_code(["--help"]) == 0
+    assert "--version" in capsys.readouterr().out

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 import time
 from bisect import bisect_right
@@ -89,8 +88,7 @@ def add_parser(sub):
 
 
 def add_history_options(parser) -> None:
-    # `--from -2h` is a value, not an option: argparse reads values that look like negative numbers as such.
-    parser._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?\s*[smhdw]?$|^-\d*\.\d+$")
+    # `--from -2h` reaches the option as a value: console.cli.joined_values writes it `--from=-2h`.
     parser.add_argument("--db", metavar="PATH", help="the history file (default: history.sqlite in the user's data directory)")
     parser.add_argument("--fleet", metavar="NAME", help="one fleet (default: every recorded fleet)")
 
@@ -250,6 +248,9 @@ def run(args) -> int:
     compare = file_plan is not None and args.by is None
     by = args.by or "hour"
     default_from = "-7d" if (compare or by == "day") else "-24h"
+    for option, text in (("--from", args.start), ("--to", args.end)):
+        if text is not None:
+            when_option(option, text, "now", now, chosen_zone)  # a typo is named before the file is opened
     store = open_history(args.db)
     try:
         fleets = chosen_fleets(store, args.fleet)
@@ -373,7 +374,7 @@ def _print_summaries(args, by, start, end, reports, unreadable, note=None) -> No
         print(span)
         print(_table(rows, zone, by))
         if any(r.busiest_is_short for r in rows):
-            print("* under five minutes recorded in that span: the rate over what was recorded, not a busiest five minutes.")
+            print(_short_legend(rows))
         if any(r.tpot_from == "itl" for r in rows):
             print("TPOT95 from the inter-token histogram where the servers have no per-request TPOT.")
         restarts = sum(r.restarts for r in rows)
@@ -381,6 +382,14 @@ def _print_summaries(args, by, start, end, reports, unreadable, note=None) -> No
             print(f"{restarts} replica restart{'s' if restarts != 1 else ''} in the span: counts resume from each new process start.")
     for text in unreadable:
         print(f"note: a recorded plan could not be read ({text}); its hours show no load", file=sys.stderr)
+
+
+def _short_legend(rows: list[Summary]) -> str:
+    """What `*` means, with the seconds the marked rates cover (JSON: busiest_seconds)."""
+    covered = sorted(r.busiest_seconds for r in rows if r.busiest_is_short)
+    span = f"{covered[0]:.0f} s" if covered[0] == covered[-1] else f"{covered[0]:.0f}-{covered[-1]:.0f} s"
+    # Two lines: the day table fits 80 columns, and so does its legend.
+    return f"* under five minutes recorded in that span: the rate over what was recorded\n  ({span}), not a busiest five minutes."
 
 
 def _flags_text(s: Summary) -> str:

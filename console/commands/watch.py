@@ -25,7 +25,10 @@ from console.commands.recording import (
 from console.errors import UserError
 from console.fleet import format as fmt
 from console.fleet_handle import FleetHandle
+from console.fleet.flags import SEVERITY_RANK
 from console.metrics.figures import Figures, FleetFigures
+from console.plan.model import DAYS
+from console.store.when import iso_when
 from console.watcher import Watcher
 
 JSON_FIELDS = (
@@ -51,6 +54,11 @@ JSON_FIELDS = (
     "mean_output_tokens",
 )
 ANSWERED = ("up", "restarted", "stale")
+# --once --fail-on: exit codes beside 0 done, 1 no target answered, 2 bad input.
+EXIT_FLAG_ACTIVE = 3  # a flag at or above the chosen severity is raised
+EXIT_FLAG_PENDING = 4  # none is raised, but such a condition holds (inside its minimum duration)
+SEVERITIES = ("info", "warning", "critical")
+BADGES = {"critical": "✖ CRIT", "warning": "▲ WARN", "info": "● info"}  # as the console shows them
 MIN_INTERVAL = 0.2  # --once: two samples this far apart still give rates
 MIN_CONSOLE_INTERVAL = 1.0  # the console: a faster refresh only burns the bastion's CPU
 
@@ -66,10 +74,13 @@ def add_parser(sub):
         ),
         epilog=(
             "exit status: 0 done; 1 (--once) no target answered; 2 bad input (a plan file, an argument,\n"
-            "a --db that is not a capcon history).\n"
+            "a target address, a --db that is not a capcon history); with --once --fail-on LEVEL: 3 a flag\n"
+            "of LEVEL or worse is raised, 4 none is raised but such a condition holds, still inside its\n"
+            "minimum duration (pending). 1 wins over 3 and 4.\n"
             "examples:\n"
             "  capcon watch --target 10.0.0.5:8000 --target 10.0.0.6:8000 plans/chat-8b-l40s.yaml\n"
             "  capcon watch --target 10.0.0.5:8000 --once --json --interval 5\n"
+            "  capcon watch plans/chat-8b-l40s.yaml --once --fail-on warning || page-someone   # cron, CI\n"
             "  capcon watch --source prometheus --prometheus http://prom:9090 --selector 'job=\"vllm\"' --window 300\n"
             "  capcon watch plans/assistant-70b.yaml plans/chat-8b-l40s.yaml   # one fleet per plan, with an overview\n"
             "recording: the console records every poll to the history file (--db, default in the user's data\n"
@@ -83,6 +94,10 @@ def add_parser(sub):
     parser.add_argument("--window", type=float, default=None, metavar="S", help="seconds the rates and percentiles cover (default 60; with --once and scrape, the span of the two samples)")
     parser.add_argument("--once", action="store_true", help="take two samples --interval apart, print the table and exit; with several plans one table per plan's fleet")
     parser.add_argument("--json", action="store_true", help='with --once: print one JSON object instead of the table; with several plans {"fleets": [one object per plan]}')
+    parser.add_argument("--fail-on", choices=SEVERITIES, default=None, metavar="LEVEL",
+                        help="with --once: exit 3 if a flag of LEVEL (info, warning or critical) or worse is raised, "
+                        "4 if none is but such a condition is pending (a --once run lasts seconds; most flags need "
+                        "10-120 s to raise), for cron and CI checks")
     parser.add_argument("--read-only", action="store_true", help="console: dim every key that changes the fleet")
     parser.add_argument("--theme", default=None, metavar="NAME", help="console: Textual theme (default ansi-dark, the terminal's own 16 colours); with --once it is still checked")
     add_recording_options(parser, default_on=True)
@@ -135,6 +150,8 @@ def _check(args) -> None:
         raise UserError(f"--timeout {args.timeout:g}: expected a positive number of seconds")
     if args.json and not args.once:
         raise UserError("--json: only with --once (the interactive console has no JSON output)")
+    if args.fail_on and not args.once:
+        raise UserError("--fail-on: only with --once (the console shows its flags; it has no exit status for them)")
     if args.keep_raw is not None or args.keep_minutes is not None:
         retention_of(args)  # checked before any fleet is watched
 
@@ -236,10 +253,29 @@ def run(args) -> int:
     handle = FleetHandle(fleet_name(args, plan, source), plan, watcher)
     if args.once:
         with recording(path, args, [handle], "watch") as recorder:
-            figures = asyncio.run(_twice(watcher, args.interval, args.window is not None, _feed(handle, recorder, args)))
-        print(json.dumps(once_json(figures), indent=2) if args.json else render_table(figures, _terminal_width()))
-        return 0 if any_answered(figures) else 1
+            feed = _feed(handle, recorder, args)
+            figures = asyncio.run(_twice(watcher, args.interval, args.window is not None, feed))
+        view, plan_file = feed.previous, (args.plan[0] if args.plan else None)
+        if args.json:
+            print(_dumps(once_json(figures, view, plan_file)))
+        else:
+            print("\n".join([render_table(figures, _terminal_width()), *flag_lines(view, plan is not None)]))
+        return _once_exit(args, [figures], [view])
     return _console(args, [handle], path)
+
+
+def _once_exit(args, results: list[FleetFigures], views: list) -> int:
+    """1 when no target of any fleet answered; else, with --fail-on, 3 or 4 for flags; else 0."""
+    if not any(any_answered(figures) for figures in results):
+        return 1
+    if args.fail_on is None:
+        return 0
+    floor = SEVERITY_RANK[args.fail_on]
+    if any(SEVERITY_RANK[f.severity] >= floor for view in views for f in view.flags):
+        return EXIT_FLAG_ACTIVE
+    if any(SEVERITY_RANK[p.severity] >= floor for view in views for p in view.pending):
+        return EXIT_FLAG_PENDING
+    return 0
 
 
 def _console(args, handles: list[FleetHandle], path: Path | None) -> int:
@@ -251,9 +287,8 @@ def _console(args, handles: list[FleetHandle], path: Path | None) -> int:
 
 
 def _feed(handle: FleetHandle, recorder, args):
-    """With --once --db: each of the two polls goes to the history like a console poll."""
-    if recorder is None:
-        return None
+    """Each --once poll made into a view, as the console makes it (plan beside actual, flags);
+    with --db (a recorder) each also goes to the history like a console poll."""
     from console.store.poll_feed import PollFeed
 
     return PollFeed(handle, recorder, args.interval)
@@ -290,20 +325,25 @@ def _once_for_fleets(args, plans, path: Path | None = None) -> int:
     watchers = _fleet_watchers(args, plans)
     handles = [FleetHandle(plan.name, plan, watcher) for plan, watcher in zip(plans, watchers)]
 
-    async def poll_all(recorder) -> list[FleetFigures]:
+    async def poll_all(feeds) -> list[FleetFigures]:
         return list(await asyncio.gather(*(
-            _twice(h.watcher, args.interval, args.window is not None, _feed(h, recorder, args)) for h in handles
+            _twice(h.watcher, args.interval, args.window is not None, feed) for h, feed in zip(handles, feeds)
         )))
 
     with recording(path, args, handles, "watch") as recorder:
-        results = asyncio.run(poll_all(recorder))
+        feeds = [_feed(h, recorder, args) for h in handles]
+        results = asyncio.run(poll_all(feeds))
+    views = [feed.previous for feed in feeds]
     if args.json:
-        fleets = [{"plan": plan.name, "plan_file": path, **once_json(figures)} for path, plan, figures in zip(args.plan, plans, results)]
-        print(json.dumps({"fleets": fleets}, indent=2))
+        fleets = [once_json(figures, view, path) for path, figures, view in zip(args.plan, results, views)]
+        print(_dumps({"fleets": fleets}))
     else:
-        blocks = [f"plan {plan.name} ({path})\n{render_table(figures, _terminal_width())}" for path, plan, figures in zip(args.plan, plans, results)]
+        blocks = [
+            "\n".join([f"plan {plan.name} ({path})", render_table(figures, _terminal_width()), *flag_lines(view, True)])
+            for path, plan, figures, view in zip(args.plan, plans, results, views)
+        ]
         print("\n\n".join(blocks))
-    return 0 if any(any_answered(figures) for figures in results) else 1
+    return _once_exit(args, results, views)
 
 
 def _console_for_fleets(args, plans, path: Path | None = None) -> int:
@@ -315,7 +355,7 @@ def _console_for_fleets(args, plans, path: Path | None = None) -> int:
 async def _twice(watcher: Watcher, interval: float, explicit_window: bool, feed=None) -> FleetFigures:
     """Scrape: two samples an interval apart. Prometheus computes its own window: one answer.
 
-    `feed` (a PollFeed, with --once --db) records each poll as the console would.
+    `feed` (a PollFeed) makes each poll a view, and with --once --db records it, as the console would.
     """
     try:
         first = await watcher.poll()
@@ -354,16 +394,86 @@ def _figure_json(figures: Figures) -> dict:
     return out
 
 
-def once_json(figures: FleetFigures) -> dict:
-    """The `--once --json` object: the issue's keys, unknown as null."""
+def once_json(figures: FleetFigures, view=None, plan_file: str | None = None) -> dict:
+    """The `--once --json` object: the figures, the plan beside them and the flags; unknown as null.
+
+    `view` (a FleetView of the last poll) gives the comparisons and flags; without one (a caller
+    with figures only) they are empty. Keys are the same with or without a plan.
+    """
+    plan = view.plan if view is not None else None
     return {
+        "plan": plan.plan_name if plan is not None else None,
+        "plan_file": plan_file if plan is not None else None,
+        "plan_at": {"weekday": DAYS[plan.weekday], "hour": plan.hour} if plan is not None else None,
         "window_seconds": figures.window_seconds,
         "source": figures.source,
         "at": figures.at,
         "source_error": figures.source_error or None,
         "replicas": [_figure_json(r) for r in figures.replicas],
         "fleet": _figure_json(figures.fleet),
+        "comparisons": [_comparison_json(c) for c in view.comparisons] if view is not None else [],
+        "flags": _flags_json(view),
     }
+
+
+def _comparison_json(c) -> dict:
+    return {"label": c.label, "planned": c.planned, "actual": c.actual, "unit": c.unit, "status": c.status, "note": c.note or None}
+
+
+def _flags_json(view) -> dict:
+    """Raised flags, and the conditions that hold but have not lasted their minimum duration yet."""
+    if view is None:
+        return {"active": [], "pending": []}
+    todo = {flag_id: tracker.todo for flag_id, tracker in view.flag_state.trackers.items()}
+    active = [
+        {"kind": f.kind, "subject": f.subject, "severity": f.severity, "since": f.since, "since_time": iso_when(f.since),
+         "why": f.why, "todo": f.todo}
+        for f in view.flags
+    ]
+    pending = [
+        {"kind": p.kind, "subject": p.subject, "severity": p.severity, "since": p.since, "since_time": iso_when(p.since),
+         "held_seconds": round(max(view.now - p.since, 0.0), 3), "needed_seconds": p.needed_seconds,
+         "why": p.why, "todo": todo.get(p.id)}
+        for p in view.pending
+    ]
+    return {"active": active, "pending": pending}
+
+
+def _strict(value):
+    """Strict JSON: every NaN or infinity (a figure nobody could compute) becomes null, at any depth."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _strict(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(item) for item in value]
+    return value
+
+
+def _dumps(document: dict) -> str:
+    return json.dumps(_strict(document), indent=2, allow_nan=False)
+
+
+def flag_lines(view, with_plan: bool) -> list[str]:
+    """The flags under the --once table, one line each: raised ones, then the pending ones.
+
+    With a plan an empty list is said too ("none"), so a reader knows flags were judged.
+    """
+    if view is None or (not view.flags and not view.pending):
+        return ["flags: none active or pending"] if with_plan else []
+    lines = [f"flags: {len(view.flags)} active, {len(view.pending)} pending"]
+    for f in view.flags:
+        since = time.strftime("%H:%M:%S", time.localtime(f.since))
+        lines.append(_printable(f"{BADGES[f.severity]} {f.kind} · {f.subject} · since {since} · {f.why}"))
+    for p in view.pending:
+        held = max(view.now - p.since, 0.0)
+        lines.append(_printable(f"… pending {BADGES[p.severity]} {p.kind} · {p.subject} · {held:.0f} s of {p.needed_seconds:.0f} s · {p.why}"))
+    return lines
+
+
+def _printable(text: str) -> str:
+    """One terminal line: a control character from a server's error text is shown escaped, never obeyed."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 COLUMNS = (
@@ -428,4 +538,4 @@ def render_table(figures: FleetFigures, width: int | None = None) -> str:
         notes.append(f"fleet: {figures.fleet.error}")
     if figures.source_error:
         notes.append(f"source: {figures.source_error}")
-    return "\n".join(out + notes)
+    return "\n".join(out + [_printable(note) for note in notes])

@@ -229,8 +229,8 @@ def _busiest(series: Mapping[str, Sequence[MinutePoint]], start: float, end: flo
     """(rps, end of the window, seconds it covers) of the busiest five minutes ending at a minute boundary in (start, end].
 
     A span that never holds five recorded minutes (a recording of three minutes, a console
-    started at 10:58) gets the fleet's rate over what was recorded in it, at least a minute,
-    with the seconds that covers: shown, and marked as shorter, rather than left unknown.
+    started at 10:58) gets the fleet's rate over what was recorded in it, with the seconds that
+    covers: shown, and marked as shorter, rather than left unknown.
     """
     prepared = []
     for points in series.values():
@@ -270,7 +270,9 @@ def _recorded_rate(prepared, start: float, end: float) -> tuple[float | None, fl
         # The oldest point on the same process as the newest: a restart starts the count over.
         i = next((k for k in inside if adjusted[k][0] == adjusted[j][0]), j)
         elapsed = ats[j] - ats[i]
-        if elapsed < MINUTE:
+        # Any two points will do: the per-minute points of a 90 s recording can lie 30 s apart, and
+        # the requests counted between them are a known rate (marked short), not an unknown one.
+        if not elapsed > 0:
             continue
         total += (adjusted[j][1] - adjusted[i][1]) / elapsed
         known = True

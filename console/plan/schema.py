@@ -8,6 +8,7 @@ is reported: a plan that loads has none.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from pathlib import Path
@@ -385,31 +386,131 @@ def _url(f: _Field) -> str:
 
 
 TARGET_EXPECTED = "host:port or an http(s) URL such as http://10.0.0.5:8000"
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*$")
+# `http//h:8000` and `http:/h:8000` would otherwise read as a host named "http" (or "http:"):
+# a DNS failure at poll time, exit 1, instead of a refusal naming the typo.
+_SCHEME_TYPO = re.compile(r"^(https?)(:/(?!/)|//|:\\)", re.IGNORECASE)
+_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")  # RFC 1123: letters, digits, inner hyphens
+_PORT = re.compile(r"^[0-9]+$")
+_SHOWN_LENGTH = 200  # a target echoed in an error: enough to find it, never a screenful
+
+
+def masked_target(text: str) -> str:
+    """`text` as an error may show it: a password (`user:pass@`) and query values (`?token=...`) masked.
+
+    Everything up to the last `@` is credentials, whatever it holds (a password may contain
+    `/`, `:` or `?`); the user name before the first `:` stays, to say which one it was.
+    """
+    head, sep, rest = text.partition("://")
+    if not sep or not _SCHEME.match(head):  # what comes before '://' is shown only when it is a scheme
+        head, sep, rest = "", "", text
+    if "@" in rest:
+        userinfo, _, rest = rest.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        rest = (f"{user}:***@" if colon else "***@") + rest
+    before, question, query = rest.partition("?")
+    if question:
+        rest = before + "?" + re.sub(r"(^|&)([^=&]*)=[^&]*", r"\1\2=***", query)
+    shown = head + sep + rest
+    return shown if len(shown) <= _SHOWN_LENGTH else shown[:_SHOWN_LENGTH] + "…"
 
 
 def target_metrics_url(text: str) -> str:
     """`host:8000`, `http://host:8000` or a full URL -> the URL of its /metrics page.
 
-    The one rule for a replica's address, from `--target` or a plan's fleet.targets.
-    A ValueError says what is wrong with `text` (a scheme other than http(s), no host,
-    a port outside 1-65535).
+    The one rule for a replica's address, from `--target` or a plan's fleet.targets. Strict,
+    because a mistyped address must be refused here rather than polled as a host that does not
+    resolve: scheme http or https, an RFC 1123 host name or an IPv4 or [IPv6] literal, a port
+    1-65535, a path and query after them. A ValueError says what is wrong; it never repeats
+    the text (callers show `masked_target(text)`), so a password in it is never echoed.
     """
     url = text.strip()
+    if not url:
+        raise ValueError("an empty address")
+    odd = next((c for c in url if c.isspace() or not c.isprintable()), None)
+    if odd is not None:
+        raise ValueError(f"{odd!r} is not allowed in an address")
+    typo = _SCHEME_TYPO.match(url)
+    if typo:
+        raise ValueError(f"{typo[0]!r} is a mistyped scheme: write {typo[1].lower()}://")
     if "://" not in url:
         url = "http://" + url
-    try:
-        parts = urlsplit(url)
-        port = parts.port  # reading it checks the range
-    except ValueError as error:
-        raise ValueError(str(error)) from None
-    if parts.scheme.lower() not in ("http", "https"):
-        raise ValueError(f"scheme {parts.scheme!r} is not http or https")
-    if not parts.hostname or port == 0:
-        raise ValueError("no host or port")
+    scheme, _, rest = url.partition("://")
+    if not _SCHEME.match(scheme):
+        raise ValueError("what comes before '://' is not a scheme")
+    if scheme.lower() not in ("http", "https"):
+        raise ValueError(f"scheme {scheme.lower()!r} is not http or https")
+    if "@" in rest:
+        # Neither sent nor wanted: the address is shown and recorded; a token goes in --token-env.
+        raise ValueError("credentials in the address (user:password@) are never sent, and the address is shown "
+                         "and recorded: give a bearer token with --token-env VAR")
+    netloc = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    _check_netloc(netloc)
+    parts = urlsplit(url)
     if parts.path in ("", "/"):
         # Rebuilt rather than appended to, so a query string (?token=...) stays after the path.
         url = urlunsplit(parts._replace(path="/metrics"))
     return url
+
+
+def _check_netloc(netloc: str) -> None:
+    """`host`, `host:port`, `[v6]` or `[v6]:port`; ValueError otherwise."""
+    if netloc.startswith("["):
+        host, bracket, after = netloc[1:].partition("]")
+        if not bracket:
+            raise ValueError("'[' without a closing ']' (an IPv6 address is written [::1]:8000)")
+        try:
+            ipaddress.IPv6Address(host.replace("%25", "%"))  # a zone (fe80::1%25eth0) is written %25 in a URL
+        except ValueError:
+            raise ValueError(f"[{_short(host)}] is not an IPv6 address") from None
+        if after and not after.startswith(":"):
+            raise ValueError(f"{_short(after)!r} after the IPv6 address, where only :port may follow")
+        port = after[1:] if after else None
+    else:
+        if netloc.count(":") > 1:
+            raise ValueError("an IPv6 address needs brackets, as in [::1]:8000")
+        host, colon, port = netloc.partition(":")
+        port = port if colon else None
+        _check_host(host)
+    if port is not None:
+        _check_port(port)
+
+
+def _check_port(port: str) -> None:
+    if not port:
+        raise ValueError("no port after ':'")
+    if not _PORT.match(port):
+        raise ValueError(f"port {_short(port)!r} is not a number")
+    digits = port.lstrip("0") or "0"
+    if len(digits) > 5 or not 1 <= int(digits) <= 65535:  # the length first: int() of 5,000 digits refuses
+        raise ValueError(f"port {_short(port)} is outside 1-65535")
+
+
+def _check_host(host: str) -> None:
+    if not host:
+        raise ValueError("no host or port")
+    if re.fullmatch(r"[0-9.]+", host):
+        # All digits and dots is an IPv4 address or a typo of one, never a name (RFC 1123 2.1).
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            raise ValueError(f"{_short(host)!r} is not an IPv4 address (four numbers 0-255)") from None
+        return
+    odd = next((c for c in host if not (c.isascii() and (c.isalnum() or c in "-."))), None)
+    if odd is not None:
+        raise ValueError(f"{odd!r} is not allowed in a host name (letters, digits, '-' and '.')")
+    name = host[:-1] if host.endswith(".") else host  # a fully qualified name may end in a dot
+    if len(name) > 253:
+        raise ValueError("a host name longer than 253 characters")
+    for label in name.split("."):
+        if not label:
+            raise ValueError(f"{_short(host)!r} has an empty label (two dots in a row, or a leading dot)")
+        if not _LABEL.match(label):
+            raise ValueError(f"host name label {_short(label)!r} is not 1-63 letters, digits or inner '-'")
+
+
+def _short(piece: str) -> str:
+    return piece if len(piece) <= 60 else piece[:60] + "…"
 
 
 def _target(f: _Field) -> str:
@@ -417,7 +518,7 @@ def _target(f: _Field) -> str:
     try:
         target_metrics_url(value)
     except ValueError as problem:
-        raise f.fail(f"got {value!r}: {problem}", TARGET_EXPECTED) from None
+        raise f.fail(f"got {masked_target(value)!r}: {problem}", TARGET_EXPECTED) from None
     return value
 
 

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from console.errors import UserError
 from console.metrics.figures import FleetFigures, ReplicaState
 from console.metrics.vllm import ReplicaSample
-from console.plan.schema import TARGET_EXPECTED, target_metrics_url
+from console.plan.schema import TARGET_EXPECTED, masked_target, target_metrics_url
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def metrics_url(text: str) -> str:
     try:
         return target_metrics_url(text)
     except ValueError as problem:
-        raise UserError(f"target {text!r}: {problem}; expected {TARGET_EXPECTED}") from None
+        raise UserError(f"target {masked_target(text)!r}: {problem}; expected {TARGET_EXPECTED}") from None
 
 
 def target_name(url: str) -> str:

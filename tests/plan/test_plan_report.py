@@ -117,3 +117,47 @@ def test_help_text_lists_options_presets_and_exit_status(capsys):
     text = capsys.readouterr().out
     for needle in ("--schedule", "--json", "FILE", "H100-80GB-SXM", "L4-24GB", "exit status", "expected_*"):
         assert needle in text
+
+
+# --- several plans in one run ------------------------------------------------
+
+
+def test_several_plans_give_one_report_each_in_order_each_under_its_heading(capcon):
+    first, second = PLANS / "chat-8b-l40s.yaml", PLANS / "assistant-70b.yaml"
+    code, text, err = capcon("plan", first, second, "--schedule")
+    assert code == 0 and err == ""
+    headings = [line for line in text.splitlines() if line.startswith("capcon plan: ")]
+    assert headings == [f"capcon plan: chat-8b-l40s  ({first})", f"capcon plan: assistant-70b  ({second})"]
+    alone = [capcon("plan", path, "--schedule")[1] for path in (first, second)]
+    assert text == "\n".join(alone)  # each report exactly as it prints alone, a blank line between
+
+
+def test_several_plans_in_json_are_one_entry_each_as_watch_once_gives_several_fleets(capcon, plan_json):
+    first, second = PLANS / "chat-8b-l40s.yaml", PLANS / "assistant-70b.yaml"
+    code, out, err = capcon("plan", first, second, "--json", "--schedule")
+    assert code == 0, err
+    report = json.loads(out, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+    assert list(report) == ["plans"]
+    a, b = report["plans"]
+    assert (a["plan"], a["plan_file"], b["plan"], b["plan_file"]) == ("chat-8b-l40s", str(first), "assistant-70b", str(second))
+    for entry, path in ((a, first), (b, second)):
+        alone = plan_json(path, "--schedule")
+        assert {k: v for k, v in entry.items() if k not in ("plan", "plan_file")} == alone
+    alone = plan_json(first)  # one file: the object as before, not wrapped
+    assert ISSUE_KEYS <= alone.keys() and "plans" not in alone and "plan_file" not in alone
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_a_bad_plan_among_several_stops_with_its_file_and_line_and_prints_nothing(capcon, write_plan, json_flag):
+    good = PLANS / "chat-8b-l40s.yaml"
+    bad = write_plan({"model": {"layers": 0}}, name="bad.yaml")
+    code, out, err = capcon("plan", good, bad, good, *json_flag)
+    assert code == 2 and out == ""
+    assert err.startswith(f"capcon plan: {bad}:") and "model.layers: got 0; expected a whole number >= 1" in err
+    assert err.count("\n") == 1
+
+
+def test_a_missing_plan_among_several_is_named(capcon, tmp_path):
+    code, out, err = capcon("plan", PLANS / "chat-8b-l40s.yaml", tmp_path / "nope.yaml")
+    assert code == 2 and out == ""
+    assert err == f"capcon plan: {tmp_path / 'nope.yaml'}: no such file; expected a plan file (YAML)\n"

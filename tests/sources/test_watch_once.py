@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 
 import pytest
@@ -207,3 +208,128 @@ async def test_the_same_plan_twice_is_refused(tmp_path):
     code, out, err = await capcon("watch", str(path), str(tmp_path / ".." / tmp_path.name / "twice.yaml"), "--once")
     assert code == 2 and out == ""
     assert "given twice" in err and "expected each plan once" in err and len(err.splitlines()) == 1
+
+
+# --- the plan beside the figures, the flags, and --fail-on -------------------
+
+
+def _strict_json(text: str):
+    """json.loads that refuses NaN and Infinity, as strict JSON readers (jq, JavaScript) do."""
+    def refuse(constant):
+        raise ValueError(f"not strict JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+COMPARISON_KEYS = {"label", "planned", "actual", "unit", "status", "note"}
+ACTIVE_KEYS = {"kind", "subject", "severity", "since", "since_time", "why", "todo"}
+PENDING_KEYS = ACTIVE_KEYS | {"held_seconds", "needed_seconds"}
+
+
+@pytest.fixture()
+async def troubled_fleet():
+    """Three targets: one queueing (saturation pending), one whose counters go down (restarted, raised at
+    once), one refusing connections (down, pending for its 10 s)."""
+    base = sample_text(V032_SMALL_KV)
+    loaded = loaded_page(base, 10)
+    async with serve(pages_in_turn(base, loaded)) as queueing, serve(pages_in_turn(loaded, base)) as restarting:
+        yield [queueing, restarting, f"127.0.0.1:{closed_port()}"]
+
+
+def _targets(urls):
+    return [arg for url in urls for arg in ("--target", url)]
+
+
+async def test_once_json_with_a_plan_has_the_comparisons_and_the_flags(troubled_fleet):
+    queueing, restarting, dead = troubled_fleet
+    code, out, err = await capcon("watch", "plans/chat-8b-l40s.yaml", *_targets(troubled_fleet), "--once", "--json", "--interval", "0.5")
+    assert code == 0, err
+    report = _strict_json(out)
+    assert {"plan", "plan_file", "plan_at", "comparisons", "flags", "window_seconds", "source", "replicas", "fleet"} <= set(report)
+    assert report["plan"] == "chat-8b-l40s" and report["plan_file"] == "plans/chat-8b-l40s.yaml"
+    assert report["plan_at"]["weekday"] in ("mon", "tue", "wed", "thu", "fri", "sat", "sun") and 0 <= report["plan_at"]["hour"] < 24
+    comparisons = report["comparisons"]
+    assert comparisons and all(set(c) == COMPARISON_KEYS for c in comparisons)
+    assert all(c["status"] in ("ok", "warning", "critical", "unknown") for c in comparisons)
+    assert any(c["unit"] == "rps" and c["planned"] > 0 and c["actual"] is not None for c in comparisons)
+    active, pending = report["flags"]["active"], report["flags"]["pending"]
+    assert all(set(f) == ACTIVE_KEYS for f in active) and all(set(p) == PENDING_KEYS for p in pending)
+    # A restart raises its flag at once; everything else needs longer than one --once run lasts.
+    restarted = [f for f in active if f["kind"] == "replica_restarted"]
+    assert [f["subject"] for f in restarted] == [restarting.removeprefix("http://")]
+    assert restarted[0]["severity"] == "warning" and restarted[0]["why"] and restarted[0]["todo"]
+    by_kind = {(p["kind"], p["subject"]): p for p in pending}
+    down = by_kind[("replica_down", dead)]
+    assert down["severity"] == "critical" and down["needed_seconds"] == 10 and 0.3 <= down["held_seconds"] < 10
+    assert down["todo"] and down["since_time"].startswith("20")
+    saturated = by_kind[("saturation", queueing.removeprefix("http://"))]
+    assert saturated["needed_seconds"] == 30 and "waiting" in saturated["why"]
+
+
+async def test_once_table_with_a_plan_lists_the_flags_one_line_each(troubled_fleet):
+    code, out, err = await capcon("watch", "plans/chat-8b-l40s.yaml", *_targets(troubled_fleet), "--once", "--interval", "0.5")
+    assert code == 0, err
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("flags: "))
+    assert start > [i for i, line in enumerate(lines) if line.startswith("fleet ")][0]  # under the table
+    summary, flags = lines[start], lines[start + 1:]
+    active, pending = (int(n) for n in re.match(r"flags: (\d+) active, (\d+) pending$", summary).groups())
+    assert len(flags) == active + pending and active >= 1
+    assert any(line.startswith("▲ WARN replica_restarted · ") for line in flags)
+    assert any(line.startswith("… pending ✖ CRIT replica_down · ") and " s of 10 s · " in line for line in flags)
+
+
+@pytest.mark.parametrize(
+    "level, code",
+    [
+        ("warning", 3),  # the restart is a raised warning
+        ("critical", 4),  # no critical flag raised, but the dead replica's is pending
+    ],
+)
+async def test_fail_on_says_whether_flags_are_raised_or_pending(troubled_fleet, level, code):
+    got, out, err = await capcon("watch", *_targets(troubled_fleet), "--once", "--json", "--interval", "0.5", "--fail-on", level)
+    assert got == code, err
+    assert _strict_json(out)["flags"]["active"]  # the report is printed as ever
+
+
+async def test_fail_on_is_0_for_a_healthy_fleet_and_1_still_wins_when_nothing_answered():
+    base = sample_text(V032_SMALL_KV)
+    async with serve(pages_in_turn(base, base)) as healthy:
+        code, out, err = await capcon("watch", "--target", healthy, "--once", "--interval", "0.3", "--fail-on", "info")
+    assert code == 0, err
+    assert "flags:" not in out  # no plan, nothing holding: the table as before
+    code, _, err = await capcon("watch", "--target", f"127.0.0.1:{closed_port()}", "--once", "--interval", "0.2", "--fail-on", "info")
+    assert code == 1, err
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--fail-on", "warning", "--target", "h:1"], "--fail-on: only with --once"),
+        (["--once", "--fail-on", "severe", "--target", "h:1"], "argument --fail-on: invalid choice: 'severe'"),
+    ],
+)
+async def test_fail_on_bad_use_is_exit_2(args, message):
+    code, out, err = await capcon("watch", *args)
+    assert code == 2 and out == ""
+    assert message in err and len(err.splitlines()) == 1
+
+
+async def test_once_with_two_plans_gives_each_fleet_its_comparisons_and_flags(tmp_path):
+    base = sample_text(V032_SMALL_KV)
+    async with serve(pages_in_turn(base, loaded_page(base, 10))) as one:
+        up = _plan_with_fleet(tmp_path, "fleet-up", {"targets": [one]})
+        dead = _plan_with_fleet(tmp_path, "fleet-dead", {"targets": [f"127.0.0.1:{closed_port()}"]})
+        code, out, err = await capcon("watch", str(up), str(dead), "--once", "--json", "--interval", "0.3", "--fail-on", "critical")
+        text_code, text, _ = await capcon("watch", str(up), str(dead), "--once", "--interval", "0.3")
+    assert code == 4, err  # the dead fleet's replica is pending down (critical); nothing critical raised
+    a, b = _strict_json(out)["fleets"]
+    assert (a["plan"], b["plan"]) == ("fleet-up", "fleet-dead")
+    for fleet in (a, b):
+        assert fleet["comparisons"] and set(fleet["flags"]) == {"active", "pending"}
+    assert not any(p["kind"] == "replica_down" for p in a["flags"]["pending"])
+    assert [p["kind"] for p in b["flags"]["pending"] if p["kind"] == "replica_down"] == ["replica_down"]
+    assert text_code == 0
+    blocks = text.strip().split("\n\n")
+    assert len(blocks) == 2 and all(re.search(r"^flags: ", block, re.M) for block in blocks)
+    assert "replica_down" in blocks[1] and "replica_down" not in blocks[0]

@@ -176,6 +176,35 @@ def test_a_recording_shorter_than_five_minutes_is_marked_and_not_fitted_to_the_p
     assert "no hour holds five recorded minutes" in out
 
 
+@pytest.mark.parametrize("offset", [0, 10, 35])
+def test_a_90_second_recording_shows_its_rate_marked_short_with_a_legend(tmp_path, capsys, offset):
+    """A console run of 90 s at 2 s: per-minute points (each minute's last poll) can lie under a minute apart.
+
+    Its requests were counted in the JSON while the text showed `busy rps –`: the rate over what
+    was recorded is the requests between the points over the seconds between them, marked `*`.
+    """
+    path = tmp_path / "ninety.sqlite"
+    store = Store.open(path)
+    replica = FakeReplica()
+    for i in range(46):  # 0 to 90 s, one request a poll: 0.5 rps
+        at = NINE + offset + 2 * i
+        replica.serve(1)
+        record(store, at, {"a": replica.sample(at)}, plan=load_plan(PLAN))
+    store.close()
+    code, out, err = run(capsys, "--db", str(path), "--json")
+    assert code == 0, err
+    (row,) = rows_of(out)
+    assert row["requests"] > 0 and math.isclose(row["busiest_rps"], 0.5)
+    assert 0 < row["busiest_seconds"] < 300 and math.isclose(row["requests"], row["busiest_rps"] * row["busiest_seconds"])
+    code, text, err = run(capsys, "--db", str(path))
+    assert code == 0, err
+    assert re.search(r"^Mon 11-23 09:00\s+0\.50\*\s", text, re.M), text
+    seconds = f"{row['busiest_seconds']:.0f} s"
+    assert f"* under five minutes recorded in that span: the rate over what was recorded\n  ({seconds}), not a busiest five minutes." in text
+    code, day, _ = run(capsys, "--db", str(path), "--by", "day")
+    assert re.search(r"^Mon 11-23\s+0\.50\*\s", day, re.M) and all(len(line) <= 80 for line in day.splitlines())
+
+
 # --- the end of the default range, typed times out of range, the recorded plan clock -------------
 
 

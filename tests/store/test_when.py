@@ -6,6 +6,8 @@ from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from console.store.when import format_when, iso_when, parse_when, zone_named
 
@@ -85,3 +87,18 @@ def test_times_beyond_1970_to_9999_are_one_line_errors_not_crashes(text):
 def test_the_edges_of_the_range_still_parse():
     assert parse_when("1970-01-01T00:00Z", NOW, WARSAW) == 0.0
     assert parse_when("9999-12-31T23:00Z", NOW, WARSAW) == datetime(9999, 12, 31, 23, tzinfo=timezone.utc).timestamp()
+
+
+@settings(max_examples=500)
+@given(st.one_of(
+    st.text(max_size=30),
+    st.from_regex(r"[-+]\s*\d{1,25}(\.\d{0,5})?\s*[smhdwSMHDWx]?", fullmatch=True),  # what `--from -...` brings
+))
+def test_any_typed_time_is_a_time_in_range_or_a_one_line_refusal(text):
+    try:
+        at = parse_when(text, NOW, WARSAW)
+    except ValueError as error:
+        message = str(error)
+        assert "\n" not in message and "expected " in message
+        return
+    assert 0.0 <= at <= 253_402_300_799.0

@@ -1,0 +1,85 @@
+"""`watch --once`'s JSON and flag lines built from views, without servers: strict JSON, the same keys
+with and without a plan, and a server's words never steering the terminal."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from console.commands.watch import _dumps, flag_lines, once_json
+from console.fleet.view import advance
+from tests.fleet.builders import fleet, plan_now, replica
+
+NOW = 1000.0
+
+
+def _strict(text: str):
+    def refuse(constant):
+        raise ValueError(constant)
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_the_keys_are_the_same_with_and_without_a_plan():
+    figures = fleet(replica("r1", requests_per_second=1.0), requests_per_second=1.0, at=NOW)
+    planned = once_json(figures, advance(None, "f", figures, plan_now(), NOW), "p.yaml")
+    unplanned = once_json(figures, advance(None, "f", figures, None, NOW))
+    bare = once_json(figures)  # a caller with figures only (tests/real)
+    assert list(planned) == list(unplanned) == list(bare)
+    assert planned["plan"] == "assistant" and planned["plan_file"] == "p.yaml" and planned["plan_at"] == {"weekday": "mon", "hour": 10}
+    assert unplanned["plan"] is None and unplanned["plan_file"] is None and unplanned["comparisons"] == []
+    assert bare["flags"] == {"active": [], "pending": []}
+
+
+@settings(max_examples=200)
+@given(st.lists(st.one_of(st.floats(), st.none()), min_size=4, max_size=4))
+def test_a_figure_nobody_could_compute_is_null_never_nan(values):
+    rps, ttft, kv, tokens = values
+    figures = fleet(
+        replica("r1", requests_per_second=rps, kv_usage=kv, kv_usage_by_engine={"0": kv} if kv is not None else {}),
+        requests_per_second=rps, ttft_p95_seconds=ttft, mean_input_tokens=tokens, at=NOW,
+    )
+    view = advance(None, "f", figures, plan_now(), NOW)
+    document = _strict(_dumps(once_json(figures, view, "p.yaml")))
+
+    def numbers(value):
+        if isinstance(value, dict):
+            for item in value.values():
+                yield from numbers(item)
+        elif isinstance(value, list):
+            for item in value:
+                yield from numbers(item)
+        elif isinstance(value, float):
+            yield value
+
+    assert all(math.isfinite(n) for n in numbers(document))
+    ttft_row = next(c for c in document["comparisons"] if c["unit"] == "seconds" and c["planned"] == 1.5)  # the TTFT target
+    assert ttft_row["actual"] == (ttft if ttft is not None and math.isfinite(ttft) else None)
+
+
+def test_pending_flags_say_how_long_they_held_and_need():
+    queueing = replica("r1", waiting=3.0, running=1.0, kv_usage=0.5)
+    first = advance(None, "f", fleet(queueing, at=NOW), None, NOW)
+    second = advance(first, "f", fleet(queueing, at=NOW + 2), None, NOW + 2)
+    [saturation] = [p for p in once_json(second.figures, second)["flags"]["pending"] if p["kind"] == "saturation"]
+    assert saturation["held_seconds"] == 2.0 and saturation["needed_seconds"] == 30.0 and saturation["since"] == NOW
+    assert saturation["todo"]  # from the rule, as the console's details show it
+    assert any(line.startswith("… pending ▲ WARN saturation · r1 · 2 s of 30 s · ") for line in flag_lines(second, False))
+
+
+def test_flag_lines_never_pass_a_control_character_through():
+    down = replica("r1", state="down", error="refused\x1b[2J\nfake line")
+    view = advance(None, "f", fleet(down, at=NOW), None, NOW)
+    lines = flag_lines(view, False)
+    assert lines and all("\x1b" not in line and "\n" not in line for line in lines)
+    assert any("refused\\x1b[2J\\nfake line" in line for line in lines)
+
+
+def test_with_a_plan_and_nothing_holding_the_lines_say_so():
+    quiet = replica("r1", requests_per_second=0.0, waiting=0.0, kv_usage=0.1)
+    view = advance(None, "f", fleet(quiet, at=NOW), None, NOW)
+    assert flag_lines(view, True) == ["flags: none active or pending"]
+    assert flag_lines(view, False) == []
