@@ -9,8 +9,11 @@ shows. State is carried between polls as an immutable `FlagState`:
 
     state = evaluate(state, inputs, now)
 
-What to do comes from METHOD §7-8: scale out on queues and KV pressure, on
-latency drift; keep N+1; above the plan, the overflow policy chosen in advance.
+What to do follows the capacity method, docs/method.md, 'Watching the fleet' and
+the sections after it: scale out on queues and KV pressure, and on latency drift;
+keep N+1; scale by the schedule ahead of the ramp; above the plan, apply the
+overflow policy chosen in advance. Each `todo` says it in words, then names the
+section that explains it with `_see`; tests/test_docs.py checks the names are headings.
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ DOWN_STATES = ("down", "timeout", "bad_payload")
 SERVING_STATES = ("up", "restarted")
 
 OVERFLOW_WORDS = {
-    "bounded_queue": "bounded queue (reject the excess early)",
-    "hosted": "hosted overflow",
-    "defer": "defer batch work out of the peak",
+    "bounded_queue": "bounded queue: reject the excess early",
+    "hosted": "hosted: send the excess to the hosted model",
+    "defer": "defer: move batch work out of the peak",
 }
 
 
@@ -90,7 +93,7 @@ class Flag:
     severity: Severity
     since: float  # when the raise condition began to hold
     why: str  # the figures that raised it
-    todo: str  # what to do (METHOD §7-8)
+    todo: str  # what to do, in words, naming the section of docs/method.md that explains it
 
 
 @dataclass(frozen=True)
@@ -173,8 +176,13 @@ def _ms(seconds: float) -> str:
 
 def _overflow(plan: PlanNow | None) -> str:
     if plan is None:
-        return "the overflow policy chosen in advance (§8)"
-    return f"the plan's overflow policy: {OVERFLOW_WORDS.get(plan.overflow_mode, plan.overflow_mode)} (§8)"
+        return "the overflow policy chosen in advance"
+    return f"the plan's overflow policy ({OVERFLOW_WORDS.get(plan.overflow_mode, plan.overflow_mode)})"
+
+
+def _see(section: str) -> str:
+    """The pointer a `todo` ends with: a heading of docs/method.md, checked by tests/test_docs.py."""
+    return f"(docs/method.md, '{section}')"
 
 
 def _saturation(r: Figures, t: Thresholds, plan: PlanNow | None) -> Reading | None:
@@ -199,7 +207,7 @@ def _saturation(r: Figures, t: Thresholds, plan: PlanNow | None) -> Reading | No
         clear=queue_gone and kv_gone,
         severity="critical" if queued and kv_full else "warning",
         why=", ".join(parts),
-        todo=f"Replica saturated: scale out, add a replica (§7). If load is above the plan, apply {_overflow(plan)}.",
+        todo=f"Replica saturated: add a replica {_see('Scaling out')}; if over the plan, apply {_overflow(plan)}.",
         raise_after=t.min_duration_seconds,
     )
 
@@ -286,7 +294,8 @@ def _latency_drift(f: Figures, inputs: FlagInputs, t: Thresholds) -> Reading | N
         clear=tpot < t.drift_clear_share * target,
         severity="warning",
         why=why,
-        todo="Batches are too large for the replicas: scale out before TPOT reaches its target (§7).",
+        todo="Batches are too large for the replicas: add a replica before p95 TPOT reaches its target "
+        f"{_see('Latency drift')}.",
         raise_after=t.min_duration_seconds,
     )
 
@@ -311,7 +320,7 @@ def _slo_breach(f: Figures, plan: PlanNow | None, t: Thresholds) -> list[Reading
                 clear=value < t.slo_clear_share * target,
                 severity="critical",
                 why=f"{label} {_ms(value)} over its {_ms(target)} target",
-                todo=f"Scale out now (§7); if load is above the plan, apply {_overflow(plan)}.",
+                todo=f"Add replicas now {_see('Scaling out')}; if over the plan, apply {_overflow(plan)}.",
                 raise_after=t.min_duration_seconds,
             )
         )
@@ -343,7 +352,8 @@ def _load(f: Figures, replicas: tuple[Figures, ...], plan: PlanNow | None, t: Th
             severity="critical",
             why=f"{rps:.2f} req/s against {plan.planned_capacity_rps:.2f} planned for this hour "
             f"({plan.replicas_scheduled} x {plan.rps_per_replica:.2f})",
-            todo=f"Traffic is above the plan: apply {_overflow(plan)}; scale out if it lasts, re-plan if it recurs.",
+            todo=f"Apply {_overflow(plan)}; add replicas if it lasts, re-plan if it recurs "
+            f"{_see('Above the plan')}.",
             raise_after=t.min_duration_seconds,
         ),
         Reading(
@@ -354,7 +364,8 @@ def _load(f: Figures, replicas: tuple[Figures, ...], plan: PlanNow | None, t: Th
             severity="warning",
             why=f"{rps:.2f} req/s; with {plan.redundancy} of {serving} serving replicas lost the fleet carries "
             f"{carried:.2f} ({kept} x {plan.rps_per_replica:.2f})",
-            todo="Losing one replica now would overload the rest: add a replica to keep N+1 (§7).",
+            todo="Losing one replica now would overload the rest: add a replica to restore the spare "
+            f"{_see('Keeping N+1')}.",
             raise_after=t.min_duration_seconds,
         ),
     ]
@@ -380,8 +391,8 @@ def _workload_drift(f: Figures, plan: PlanNow | None, t: Thresholds) -> list[Rea
                 clear=off < t.workload_clear,
                 severity="warning",
                 why=f"mean {key} {observed:.0f} tokens against {planned:.0f} planned ({_pct(off)} off)",
-                todo="Concurrency and KV assumptions no longer hold: re-size with the observed token means "
-                "(`capcon plan`, §2-3); cap context per request if long prompts dominate.",
+                todo="The plan's token means no longer hold: re-run `capcon plan` with the observed ones; cap "
+                f"context per request if long prompts dominate {_see('Workload drift')}.",
                 raise_after=t.workload_min_duration_seconds,
             )
         )
@@ -401,7 +412,8 @@ def _schedule(replicas: tuple[Figures, ...], plan: PlanNow | None, t: Thresholds
             clear=up >= plan.replicas_scheduled,
             severity="warning",
             why=f"{up} replicas serving, {plan.replicas_scheduled} scheduled for {plan.hour:02d}:00",
-            todo=f"Start replicas now: a new one needs about {lead_minutes:.0f} min to load (§6).",
+            todo=f"Start replicas now: a new one needs about {lead_minutes:.0f} min to load "
+            f"{_see('Scaling by the schedule')}.",
             raise_after=t.min_duration_seconds,
         ),
         Reading(
@@ -412,7 +424,8 @@ def _schedule(replicas: tuple[Figures, ...], plan: PlanNow | None, t: Thresholds
             severity="info",
             why=f"the schedule asks for {plan.replicas_scheduled_soon} replicas within {lead_minutes:.0f} min; "
             f"{up} serving",
-            todo="Scale up by the schedule, before the ramp: do not wait for queues (§6).",
+            todo="Start the scheduled replicas now, ahead of the ramp; do not wait for queues "
+            f"{_see('Scaling by the schedule')}.",
             raise_after=0.0,
         ),
     ]

@@ -1,7 +1,7 @@
 """vLLM's metric names across versions, and one parsed page turned into a ReplicaSample.
 
 The one table of names: each canonical figure maps to the wire family names that
-have carried it, newest first (see REFERENCE.md §5). When a server exposes both
+have carried it, newest first (vLLM renamed several). When a server exposes both
 spellings (0.9 to 0.11 emit old and new names with the same values), only the
 newest present is read, so nothing is counted twice and a deprecated name that
 reads 0 never hides the live one.

@@ -1,4 +1,4 @@
-"""GPU presets and per-precision byte sizes (METHOD §3).
+"""GPU presets and per-precision byte sizes (docs/method.md, 'Sizing a replica').
 
 Figures are the vendors' datasheet numbers: memory as printed (decimal GB, the
 unit the method's arithmetic uses), peak memory bandwidth, and dense BF16
@@ -22,7 +22,7 @@ PRESETS: dict[str, Gpu] = {
     # BF16 Tensor Core 1,979 TFLOPS with sparsity, so 989 dense.
     "H100-80GB-SXM": Gpu("H100-80GB-SXM", 80 * GB, 3.35 * TB, 989 * TFLOP, 3.00),
     # Same datasheet, H100 PCIe column: 80 GB HBM2e, 2 TB/s, BF16 1,513 TFLOPS with sparsity
-    # (756 dense). The "80 GB, about 2 TB/s" GPU of METHOD §4.
+    # (756 dense). The "80 GB, about 2 TB/s" GPU of worked example A (docs/method.md).
     "H100-80GB-PCIe": Gpu("H100-80GB-PCIe", 80 * GB, 2.0 * TB, 756 * TFLOP, 2.50),
     # NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column: 141 GB HBM3e, 4.8 TB/s,
     # BF16 1,979 TFLOPS with sparsity (989 dense).
@@ -38,8 +38,8 @@ PRESETS: dict[str, Gpu] = {
     "L4-24GB": Gpu("L4-24GB", 24 * GB, 0.300 * TB, 121 * TFLOP, 0.50),
 }
 
-# METHOD §3: FP16/BF16 2 bytes, INT8/FP8 1, 4-bit about 0.5 "plus a little for scales".
-# 0.5625 counts a 16-bit scale per group of 32 weights, which lands the seeds' ranges
+# docs/method.md, 'Sizing a replica': FP16/BF16 2 bytes, INT8/FP8 1, 4-bit about 0.5 plus a little
+# for scales. 0.5625 counts a 16-bit scale per group of 32 weights, which lands the expected ranges
 # (8B: 4-5 GB, 70B: 35-40 GB, 400B: 200-230 GB).
 WEIGHT_BYTES_PER_PARAMETER: dict[str, float] = {
     "fp16": 2.0,

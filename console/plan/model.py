@@ -78,8 +78,8 @@ class Workload:
     rps_by_hour: tuple[tuple[float, ...], ...]
     tokens: TokenStats
     targets: Targets
-    # Waiting before prefill starts, as the plan assumes it (METHOD §4's "about 1 s queue +
-    # prefill" is this allowance plus the prefill time the sizing computes).
+    # Waiting before prefill starts, as the plan assumes it: example A's "about 1 s queue + prefill" is
+    # this allowance plus the prefill time the sizing computes (docs/method.md, 'Concurrency by Little's law').
     queue_seconds: float = 0.5
     # Gaps between arrivals are gamma-distributed with this shape (vLLM bench's --burstiness):
     # 1 = Poisson, below 1 burstier. Used by the simulator's traffic generator.

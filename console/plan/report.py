@@ -94,6 +94,7 @@ def _header(s: Sizing, source: str) -> list[str]:
         f"  targets   p95 TTFT {units.seconds(s.ttft_target_seconds)}, p95 TPOT {units.seconds(s.tpot_target_seconds)} "
         f"({units.tokens_rate(stream_target)} per stream)",
         f"  capacity  {units.rps(s.rps_per_replica_measured)} per replica at the goodput target ({s.capacity_source})",
+        "  method    docs/method.md explains every figure below and how to measure the capacity",
     ]
 
 
@@ -264,7 +265,12 @@ def _fleet(s: Sizing) -> list[str]:
 def _warnings(s: Sizing) -> list[str]:
     if not s.warnings:
         return ["", "Warnings: none at the expected figures."]
-    return ["", "Warnings (judged on the expected figures)", *(f"  ! {w}" for w in s.warnings)]
+    return [
+        "",
+        "Warnings (judged on the expected figures)",
+        *(f"  ! {w}" for w in s.warnings),
+        "  What each warning means and what to change: docs/method.md, 'Plan warnings'.",
+    ]
 
 
 def _schedule(sch: Schedule) -> list[str]:

@@ -1,7 +1,9 @@
-"""The week's replica schedule (METHOD §6): replicas per hour, scale-ups ahead of the ramp, GPU-hours.
+"""The week's replica schedule: replicas per hour, scale-ups ahead of the ramp, GPU-hours.
+
+The method is in docs/method.md, 'The week's schedule'.
 
 How a month is counted: 730 hours (8,760 / 12), of which 22 working days (Monday to
-Friday, as the seed's example) and the remaining 202 hours, 8.42 days, weekend. A
+Friday, as in worked example B) and the remaining 202 hours, 8.42 days, weekend. A
 weekday of the 7 x 24 table counts 22 / 5 times a month, a weekend day 8.42 / 2 times.
 Hours are the plan's own clock (the table's hours); a scale-up is moved earlier by the
 lead time so the replicas are serving when the hour starts.

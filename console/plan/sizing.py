@@ -1,20 +1,22 @@
-"""Replica sizing and cost per METHOD §3-4: memory, KV, Little's law, decode, prefill, fleet, cost.
+"""Replica sizing and cost: memory, KV, Little's law, decode, prefill, fleet, cost.
+
+The method is written out in docs/method.md, 'Sizing a replica' to 'From one replica to a fleet'.
 
 Every figure comes twice where the method is an ideal: the ideal (datasheet
-bandwidth and FLOP/s, the figures the seeds' worked examples use) and the
+bandwidth and FLOP/s, the figures the worked examples use) and the
 expected one (the same at the plan's bandwidth and compute efficiencies, as
 measured on real hardware). Margins are judged on the expected figures.
 
 The method is circular: concurrency sets the live KV, the live KV sets the
 decode step, the step sets per-stream speed, the speed sets time in system, and
 time in system sets concurrency (Little's law). `_operate` solves that loop by
-fixed-point iteration; the seed's "about 14 s, about 70 requests" is one pass of
-the same loop, rounded (the fixed point is 13.2 s and 66 requests).
+fixed-point iteration; example A's hand figures "about 14 s, about 70 requests" are
+one pass of the same loop, rounded (the fixed point is 13.2 s and 66 requests).
 
 Time in system = queue allowance (the plan's `queue_seconds`, an assumption about
 waiting) + prefill of a mean prompt (2 FLOP per parameter per token at the
 replica's FLOP/s) + mean output tokens x decode step. In example A that is
-0.8 s + 0.19 s, the seed's "about 1 s queue + prefill", plus 400 x 30 ms.
+0.8 s + 0.19 s, the "about 1 s queue + prefill" of example A, plus 400 x 30 ms.
 The batch in a step is capped by max_num_seqs and by the requests whose KV fits
 the budget (vLLM queues the rest); the cap keeps the iteration bounded.
 
@@ -31,7 +33,7 @@ from console.plan import advice, catalog
 from console.plan.model import Plan
 from console.plan.schema import TENSOR_PARALLEL_SIZES
 
-FLOP_PER_PARAMETER_PER_TOKEN = 2.0  # METHOD §3: prefill costs about 2 FLOP per parameter per token
+FLOP_PER_PARAMETER_PER_TOKEN = 2.0  # prefill costs about 2 FLOP per parameter per token (docs/method.md)
 MAX_ITERATIONS = 100_000
 
 
@@ -289,7 +291,9 @@ def _at(
 
 
 def choose_tensor_parallel(plan: Plan, demand: Demand, rps: float) -> int:
-    """METHOD §3: the smallest TP size whose KV budget holds the peak's KV (ideal), else one long request.
+    """The smallest TP size whose KV budget holds the peak's KV (ideal), else one long request.
+
+    docs/method.md, 'Sizing a replica'.
 
     "A useful KV budget" is read as: room for the KV the peak concurrency needs; failing
     that at every size, room for at least one request of p95 input + max output.

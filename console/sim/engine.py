@@ -17,7 +17,7 @@ Scheduling follows vLLM V1 (`vllm/v1/core/sched/scheduler.py`):
   fewer than `max_num_seqs` requests, budget is left and blocks are free, and
   only in a step that preempted nothing.
 
-Step time (METHOD §3, with the plan's efficiencies as in the H200 calibration):
+Step time (docs/method.md, 'Decode and prefill roofline', at the plan's efficiencies):
   overhead
   + (weight bytes per GPU + KV bytes read per GPU) / (bandwidth x bandwidth efficiency)
   + prefill tokens x 2 x parameters / TP / (FLOP/s x compute efficiency)

@@ -2,7 +2,7 @@
 
 No server and no clock: this is how the method's figures are checked (a minute
 of a 70B replica at 5 rps runs in well under a second) and how a rate sweep
-finds a replica's capacity at the plan's latency targets (METHOD §5).
+finds a replica's capacity at the plan's latency targets (docs/method.md, 'Measuring a replica's goodput').
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What one simulated replica is made of, derived from a plan: bytes, blocks, rates.
 
-The sizing formulas live in the planner (`console.plan.sizing`, METHOD §3): the
+The sizing formulas live in the planner (`console.plan.sizing`, docs/method.md): the
 simulator uses its weight bytes, KV bytes per token, usable memory and tensor
 parallel choice, so the simulator and the plan agree by construction. This
 module only turns them into what the engine steps with (KV blocks, token budget).

@@ -119,7 +119,7 @@ def test_flag_says_since_why_and_what_to_do():
     (flag,) = [f for f in state.active if f.kind == "saturation"]
     assert flag.since == 100.0  # when the condition began, not when the duration ran out
     assert "KV 93 %" in flag.why and "0.40 preemptions/s" in flag.why
-    assert "scale out" in flag.todo
+    assert "add a replica" in flag.todo and "(docs/method.md, 'Scaling out')" in flag.todo
 
 
 def test_flags_sorted_worst_first_and_worst_per_replica():
