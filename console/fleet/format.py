@@ -128,7 +128,8 @@ def short_names(names: list[str] | tuple[str, ...], width: int) -> dict[str, str
         if len(name) <= width:
             shown[name] = name
         elif len(lead + core + suffix) <= width:
-            shown[name] = lead + core + suffix
+            # Room left: the end of the prefix back, from a separator on ("…0.11:28100", not "…11:28100").
+            shown[name] = lead + _tail_that_fits(prefix, width - len(lead + core + suffix)) + core + suffix
         elif len(lead + core) + 1 <= width and suffix:
             # Part of the suffix: what fits of it, cut with an ellipsis.
             room = width - len(lead + core)
@@ -136,6 +137,14 @@ def short_names(names: list[str] | tuple[str, ...], width: int) -> dict[str, str
         else:
             shown[name] = _middle(lead + core, width)
     return shown
+
+
+def _tail_that_fits(prefix: str, room: int) -> str:
+    """The longest end of `prefix` within `room` cells that starts just after a separator (or is all of it)."""
+    for start in range(max(len(prefix) - room, 0), len(prefix)):
+        if start == 0 or prefix[start - 1] in _SEPARATORS:
+            return prefix[start:]
+    return ""
 
 
 def _middle(value: str, width: int) -> str:

@@ -59,7 +59,7 @@ async def test_help_fits_80x24_and_lists_the_keys_hidden_from_the_footer():
         assert box.max_scroll_y == 0  # nothing below the fold
         text = screen_text(app)
         assert "? unknown" in text  # the severity legend, the last line
-        for hidden in ("reverse the sort", "slower / faster", "save an SVG screenshot"):
+        for hidden in ("reverse the sort", "slower / faster", "save an SVG screenshot", "Tab", "j k", "… pend", "! over"):
             assert hidden in text
 
 

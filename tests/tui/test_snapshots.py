@@ -9,7 +9,9 @@ import pytest
 
 from console.tui.app import ConsoleApp, FleetHandle
 from tests.tui.conftest import make_app, poll_times, settle
-from tests.tui.fakes import PLAN_NOW, DemoRecorder, FakeClock, FakeWatcher, normal_fleet, replica_down_fleet, saturated_fleet
+from tests.tui.fakes import (
+    PLAN_NOW, DemoRecorder, FakeClock, FakeWatcher, fleet_of, normal_fleet, replica, replica_down_fleet, saturated_fleet,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -45,8 +47,29 @@ def test_compact_80x24(snap_compare):
 
 
 def test_compact_80x24_sixteen_colours(snap_compare):
+    async def select_an_ok_row(pilot) -> None:
+        await watched_for_a_minute(pilot)
+        await pilot.press("down")  # the selected row: black on white, its "✓ ok" bold, never green on green
+        await pilot.pause()
+
     app = make_app(replica_down_fleet(), theme="ansi-dark")
-    assert snap_compare(app, terminal_size=(80, 24), run_before=watched_for_a_minute)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=select_an_ok_row)
+
+
+def test_a_spike_at_80x24_in_sixteen_colours(snap_compare):
+    """The first poll of a spike: cells over their limits marked at once, rows pending, a row selected."""
+    spiked = fleet_of(*(replica(f"127.0.0.1{i}:28100", ttft_p95_seconds=7.2, waiting=24.0, kv_usage=0.71 + i / 100)
+                        for i in range(1, 6)))
+
+    async def spike(pilot) -> None:
+        await settle(pilot)
+        pilot.app.fleets[0].watcher.then(spiked)
+        await poll_times(pilot, 1)
+        await pilot.press("down", "down")
+        await pilot.pause()
+
+    app = make_app(fleet_of(*(replica(f"127.0.0.1{i}:28100") for i in range(1, 6))), theme="ansi-dark")
+    assert snap_compare(app, terminal_size=(80, 24), run_before=spike)
 
 
 def test_detail_screen(snap_compare):

@@ -75,12 +75,13 @@ def tmux_console(metrics_server):
 
 
 def table_lines(screen: str) -> list[str]:
-    return [line for line in screen.splitlines() if line.startswith(("✓", "✖", "▲", "●", "?"))]
+    return [line for line in screen.splitlines() if line.startswith(("✓ ok", "✖ CRIT", "▲ WARN", "● info", "? ---",
+                                                                       "… pend", "! over"))]
 
 
 def replica_lines(screen: str, port: int) -> list[str]:
-    """Table rows of the replica on `port` (names are cut in the middle, so match the port's tail)."""
-    return [line for line in table_lines(screen) if "127.0" in line and str(port)[-4:] in line]
+    """Table rows of the replica on `port` (the name column keeps what differs between names: the port)."""
+    return [line for line in table_lines(screen) if str(port) in line[7:30]]
 
 
 def test_watch_in_tmux_shows_the_fleet_the_plan_and_a_replica_down(tmux_console):
@@ -106,8 +107,28 @@ def test_watch_in_tmux_shows_the_fleet_the_plan_and_a_replica_down(tmux_console)
     tmux.keys("/", "state=down", "Enter")
     screen = tmux.wait_until(lambda s: not replica_lines(s, up_port), "the up replica to be filtered out")
     assert [line for line in replica_lines(screen, down_port) if "DOWN" in line]  # the down one stays
+    assert "filter state=down · 1 of 2 shown, 1 hidden · Esc clears" in screen  # the filter says what it hides
     tmux.keys("Escape")
-    tmux.wait_until(lambda s: replica_lines(s, up_port), "the filter to clear")
+    screen = tmux.wait_until(lambda s: replica_lines(s, up_port), "the filter to clear")
+    assert "hidden" not in screen
+
+    # The sort menu: one key per column; the state column sorted A-Z puts DOWN before up.
+    tmux.keys("s")
+    tmux.wait_for("sort by")
+    tmux.keys("s")
+    screen = tmux.wait_until(lambda s: "state▲" in s, "the table sorted on state")
+    rows = [line for line in table_lines(screen) if str(up_port) in line[7:30] or str(down_port) in line[7:30]]
+    assert "DOWN" in rows[0], screen
+
+    # Tab reaches the flags panel; its title says which keys scroll it; Esc goes back to the table.
+    tmux.keys("Tab")
+    tmux.wait_for("Esc back")
+    tmux.keys("End")
+    tmux.wait_for("do:")
+    tmux.keys("Escape")
+    tmux.wait_for("Tab to scroll")
+    tmux.keys("j")
+    screen = tmux.wait_until(lambda s: any("DOWN" in line for line in table_lines(s)), "the table again")
 
     tmux.keys("?")
     tmux.wait_for("capcon console: keys")

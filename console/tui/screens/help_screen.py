@@ -12,22 +12,23 @@ HELP = """\
 capcon console: keys (the footer shows the main ones)
 q          quit                    ?      this help (Esc closes)
 p          pause / resume polling  + / -  slower / faster (1 s floor)
-s          sort by the next column r      reverse the sort
+s          sort menu (a key each)  r      reverse the sort
 /          filter rows             Esc    clear the filter
-up / down  choose a replica        Enter  its every figure
+↑ ↓ or j k choose a replica        Enter  its every figure
+Tab        to the flags panel and back (there up/down PgUp PgDn scroll)
 o          overview of all fleets  w      save an SVG screenshot
 n          poll now                P      the plan: week schedule, report
 x          demo only: traffic x3 for 60 s
-f          demo only: fault menu for the chosen replica (d down,
-           r restart, s slow, e /metrics 500, h hang, g garbage; again
-           clears; c clear the replica, a clear all). In --read-only,
-           x and f are dimmed and only say so: nothing changes the fleet.
+f          demo only: fault menu for the chosen replica (d down, r restart,
+           s slow, e /metrics 500, h hang, g garbage; again clears; c clear
+           the replica, a clear all). --read-only dims x and f.
 Filters: a column, an operator and a value, or any text to match a name,
 state or URL:  kv>0.9   kv>=90%   wait>=1   state=down   name~gpu-3
 Columns: name state rps prompt gen run wait kv preempt ttft50 ttft tpot
 e2e queue prefix. An unknown value (shown as –) matches no comparison.
-Severity reads as a word and a symbol as well as a colour:
-  ✖ CRIT  ▲ WARN  ● info  ✓ ok  ? unknown  … pending (not yet a flag)
+Rows: ✖ CRIT ▲ WARN ● info (flags) · … pend (a condition inside its minimum
+duration) · ! over (a cell over its limit) · ✓ ok · ? unknown. A cell over
+its target or threshold is coloured and followed by !.
 """
 
 # `capcon replay`: the replay keys instead of the live ones (poll, interval, demo keys are off).
@@ -39,9 +40,10 @@ space / p  play / pause            ] / [  speed x2 / halved (x0.25 to x64)
 Home / End start / end             q      quit
 Go to: 14:05 or 14:05:30 (the day replayed), 2026-11-30 14:05 (ISO), -5m,
 +30s. After a jump, flags and trends are recomputed from 15 min before.
-s          sort by the next column r      reverse the sort
+s          sort menu (a key each)  r      reverse the sort
 /          filter rows             Esc    clear the filter
-up / down  choose a replica        Enter  its every figure
+↑ ↓ or j k choose a replica        Enter  its every figure
+Tab        to the flags panel and back
 o          overview of all fleets  w      save an SVG screenshot
 P          the plan                ?      this help (Esc closes)
 """ + HELP[HELP.index("Filters:"):]
