@@ -26,6 +26,7 @@ from console.tui.app import DEFAULT_THEME, ConsoleApp  # noqa: E402
 PLANS = (REPO / "plans" / "internal-assistant-18rps.yaml", REPO / "plans" / "chat-8b-l40s.yaml")
 WINDOW_SECONDS = 20.0
 POLLS_BEFORE_SHOT = 45  # one a second: the window fills and the flags pass their minimum duration
+SPIKE_SECONDS_BEFORE_SHOT = 14
 
 
 def handle_for(sim: SimFleet, plan):
@@ -51,7 +52,16 @@ async def shoot(out: Path) -> list[Path]:
             await run_for(pilot, 5)
             busy.spike(3.0, 120.0)
             await busy.fault(3, "down")
-            await run_for(pilot, POLLS_BEFORE_SHOT)
+            # Seconds into the spike, before any flag has lasted its minimum duration: cells over their
+            # limits are already marked and the rows read pending, not ok.
+            await run_for(pilot, SPIKE_SECONDS_BEFORE_SHOT)
+            await pilot.press("enter")
+            await pilot.resize_terminal(80, 24)
+            await run_for(pilot, 2)
+            saved.append(Path(app.save_screenshot("fleet-80x24-spike.svg", str(out))))
+            await pilot.resize_terminal(120, 40)
+            await pilot.press("o")
+            await run_for(pilot, POLLS_BEFORE_SHOT - SPIKE_SECONDS_BEFORE_SHOT - 2)
             saved.append(Path(app.save_screenshot("overview.svg", str(out))))
             await pilot.press("enter")
             await run_for(pilot, 2)
