@@ -1,0 +1,1 @@
+"""The overflow policy (pure): the policy model, the admission decision and Retry-After."""
