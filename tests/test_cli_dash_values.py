@@ -55,7 +55,8 @@ def test_from_minus_fifteen_minutes_reads_as_it_does_with_an_equals_sign(recent,
         def figures(out):
             return [(r["requests"], r["busiest_rps"]) for f in json.loads(out)["fleets"] for r in f["rows"]]
 
-        assert figures(spaced[1]) == figures(joined[1]) and figures(spaced[1])[0][0] > 0
+        # Some hour holds the recording (which one depends on the clock: -15m may start in the hour before).
+        assert figures(spaced[1]) == figures(joined[1]) and any((n or 0) > 0 for n, _ in figures(spaced[1]))
     else:
         assert spaced[1] == joined[1]
 
