@@ -7,21 +7,27 @@ import importlib
 import os
 import sys
 
+from console.args import check_option_limits, check_words
 from console.errors import UserError
 
 # Order is the order `capcon --help` lists them.
-VERBS = ("plan", "watch", "record", "replay", "history", "export", "demo", "sim")
+VERBS = ("plan", "watch", "record", "replay", "history", "export", "demo", "sim", "gateway")
 # Options whose value may begin with '-': a relative time (`--from -15m`), or a mistyped one
 # (`--from -2x`) that deserves the option's own message. argparse takes any such word for an
 # option and says "expected one argument", so `joined_values` writes them as `--from=-15m`.
 DASH_VALUE_OPTIONS = ("--from", "--to", "--keep-raw", "--keep-minutes")
 
 
+def printable(text: str) -> str:
+    """`text` on one line: a newline, a control character or a surrogate escape shown as its escape."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in str(text))
+
+
 class OneLineParser(argparse.ArgumentParser):
     """Argument errors in one line, pointing at --help, instead of the whole usage block first."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: {printable(message)} (see {self.prog} --help)\n")
 
 
 class _Version(argparse.Action):
@@ -86,8 +92,17 @@ def joined_values(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    verb = words[0] if words and words[0] in VERBS else None
+    try:
+        # Before parsing: argparse echoes words in its messages, and a verb would store them.
+        check_words(words)
+    except UserError as error:
+        named = f"capcon {verb}" if verb else "capcon"
+        print(f"{named}: {printable(error)} (see {named} --help)", file=sys.stderr)
+        return error.exit_code
     parser = build_parser()
-    args, unknown = parser.parse_known_args(joined_values(list(sys.argv[1:] if argv is None else argv)))
+    args, unknown = parser.parse_known_args(joined_values(words))
     if unknown:
         # Named by the verb's parser, so the line points at `capcon VERB --help`, where the options are.
         parser.verb_parsers[args.verb].error(f"unrecognized arguments: {' '.join(unknown)}")
@@ -95,9 +110,10 @@ def main(argv: list[str] | None = None) -> int:
         # `--db "$HISTORY"` with the variable unset must not quietly use the user's own history file.
         parser.verb_parsers[args.verb].error("--db: empty path; expected a history file path (leave --db out for the default file)")
     try:
+        check_option_limits(args)  # --interval 1e9, --window 1e308: refused before any verb sleeps on them
         return int(args.run(args) or 0)
     except UserError as error:
-        print(f"capcon {args.verb}: {error}", file=sys.stderr)
+        print(f"capcon {args.verb}: {printable(error)}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         return 130

@@ -36,7 +36,8 @@ DEMO_WINDOW_SECONDS = 20.0
 
 
 def add_parser(sub):
-    from console.commands.sim import MAX_REPLICAS, _positive, _replica_count, _week_time
+    from console.args import bounded
+    from console.commands.sim import MAX_REPLICAS, _replica_count, _week_time, seed, time_scale
 
     parser = sub.add_parser(
         "demo",
@@ -48,13 +49,15 @@ def add_parser(sub):
     parser.add_argument("--plan", metavar="FILE", help="simulate this plan instead of the built-in demo plan")
     parser.add_argument("--replicas", type=_replica_count, default=DEMO_REPLICAS, help=f"simulated replicas, 1 to {MAX_REPLICAS} (default {DEMO_REPLICAS})")
     parser.add_argument(
-        "--time-scale", type=_positive(float), default=DEMO_TIME_SCALE,
+        "--time-scale", type=time_scale, default=DEMO_TIME_SCALE,
         help=f"simulated seconds of the plan's week per real second (default {DEMO_TIME_SCALE:g}: a day in 5 minutes)",
     )
     parser.add_argument("--start", type=_week_time, default=_week_time("mon 07:00"), metavar="'DAY HH:MM'", help="where in the week the traffic starts (default 'mon 07:00', before the morning ramp)")
-    parser.add_argument("--seed", type=int, default=1, help="random seed of the traffic (default 1)")
-    parser.add_argument("--interval", type=_positive(float), default=1.0, metavar="S", help="seconds between refreshes (default 1, at least 1)")
-    parser.add_argument("--window", type=_positive(float), default=DEMO_WINDOW_SECONDS, metavar="S", help=f"seconds the rates and percentiles cover (default {DEMO_WINDOW_SECONDS:g})")
+    parser.add_argument("--seed", type=seed, default=1, help="random seed of the traffic (default 1; 0 to 2^63-1)")
+    parser.add_argument("--interval", type=bounded(float, 0.0, 3600.0, "3600 seconds (an hour)"), default=1.0, metavar="S",
+                        help="seconds between refreshes (default 1, at least 1, at most 3600)")
+    parser.add_argument("--window", type=bounded(float, 0.0, 86400.0, "86400 seconds (a day)"), default=DEMO_WINDOW_SECONDS, metavar="S",
+                        help=f"seconds the rates and percentiles cover (default {DEMO_WINDOW_SECONDS:g}, at most 86400)")
     parser.add_argument("--read-only", action="store_true", help="dim the keys that change the fleet (spike, fault)")
     parser.add_argument("--theme", default=None, metavar="NAME", help="Textual theme (default ansi-dark: the terminal's own colours)")
     from console.commands.recording import add_recording_options
@@ -78,6 +81,9 @@ def run(args) -> int:
     if args.window < args.interval:
         raise UserError(f"--window {args.window:g}: shorter than --interval {args.interval:g}; expected a window of at least the interval")
     plan = load_plan(args.plan or demo_plan_path())
+    from console.commands.sim import check_rps_scale
+
+    check_rps_scale(plan, 1.0, "inprocess", option=None)
     from console.commands.recording import history_path, retention_of
 
     retention_of(args)

@@ -6,9 +6,12 @@ import argparse
 import asyncio
 import errno
 import math
+import os
 import signal
 import sys
+import threading
 
+from console.args import bounded
 from console.errors import UserError
 from console.plan.model import DAYS
 from console.plan.schema import load_plan
@@ -29,12 +32,20 @@ and input and output lengths drawn from the plan's distributions.
 """
 
 EPILOG = """\
-exit status: 0 stopped by Ctrl+C or SIGTERM (also while starting); 2 the plan is invalid, a port is
-taken or the fleet could not start (every server already started is closed first).
+limits: the traffic offers the fleet at most 5000 requests per second (the plan's busiest hour
+times --rps-scale); a replica keeps at most 1024 requests waiting and refuses more (HTTP 503);
+under any load Ctrl+C or SIGTERM stops it within seconds, a second one (or 10 s) at once.
+exit status: 0 stopped by Ctrl+C or SIGTERM (also while starting); 2 the plan is invalid, an option
+is out of bounds, a port is taken or the fleet could not start (every server already started is
+closed first).
 examples:
   capcon sim plans/internal-assistant-18rps.yaml --replicas 5
   capcon sim plans/assistant-70b.yaml --replicas 2 --port 8001 --time-scale 60
   capcon sim plans/chat-8b-l40s.yaml --replicas 3 --traffic off   # drive it with your own load"""
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 40 else f"{text[:40]!r}… ({len(text):,} characters)"
 
 
 def _positive(kind):
@@ -42,9 +53,10 @@ def _positive(kind):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not math.isfinite(value) or value <= 0:
-            raise argparse.ArgumentTypeError(f"{text!r} must be a finite number greater than 0")
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is not a number") from None
+        # An int is compared, never converted: float() of 400 digits raises OverflowError.
+        if (isinstance(value, float) and not math.isfinite(value)) or value <= 0:
+            raise argparse.ArgumentTypeError(f"{_shown(text)} must be a finite number greater than 0")
         return value
 
     return parse
@@ -53,12 +65,37 @@ def _positive(kind):
 # One server per replica, each with its own engine, on one machine: beyond this a simulation
 # only exhausts file descriptors and CPU. Real fleets of more replicas run one sim per host.
 MAX_REPLICAS = 256
+# Requests per second the traffic generator offers the whole fleet at most (the plan's busiest
+# hour times --rps-scale). One process serves a few thousand; a plan's 1e6 rps times 1e9 would
+# only pin a core and fill memory.
+MAX_SIM_RPS = 5000.0
+# After the first Ctrl+C or SIGTERM the fleet gets this long to close its ports; then (or at a
+# second signal) the process ends at once and the system closes them.
+STOP_DEADLINE_SECONDS = 10.0
+
+rps_scale = bounded(float, 0.0, 10_000.0, "10000 (ten thousand times the plan's traffic)")
+time_scale = bounded(float, 0.0, 1e6, "1000000 (a week in 0.6 s)")
+seed = bounded(int, 0, 2**63 - 1, f"{2**63 - 1}", low_open=False)
+port = bounded(int, 0, 65535, "65535 (0: free ports)", low_open=False)
+_status_every = bounded(float, 0.0, 86400.0, "86400 seconds (0: never)", low_open=False)
+MIN_STATUS_EVERY = 0.1  # a status line more often floods the terminal
+
+
+def status_every(text: str) -> float:
+    value = _status_every(text)
+    if 0 < value < MIN_STATUS_EVERY:
+        raise argparse.ArgumentTypeError(f"{_shown(text)}: expected 0 (never) or at least {MIN_STATUS_EVERY:g} seconds, "
+                                         f"at most 86400")
+    return value
+
+
+status_every.__name__ = "float"
 
 
 def _replica_count(text: str) -> int:
     value = _positive(int)(text)
     if value > MAX_REPLICAS:
-        raise argparse.ArgumentTypeError(f"{text!r}: at most {MAX_REPLICAS} replicas on one machine")
+        raise argparse.ArgumentTypeError(f"{_shown(text)}: at most {MAX_REPLICAS} replicas on one machine")
     return value
 
 
@@ -86,20 +123,21 @@ def add_parser(sub):
     parser.add_argument("plan", metavar="PLAN", help="plan file (YAML), e.g. plans/internal-assistant-18rps.yaml")
     parser.add_argument("--replicas", type=_replica_count, metavar="N",
                         help=f"replicas to start, 1 to {MAX_REPLICAS} (default: the plan's replicas for the peak plus redundancy)")
-    parser.add_argument("--rps-scale", type=_positive(float), default=1.0, metavar="X",
-                        help="multiply the plan's arrival rates by X (default 1: the plan's fleet-wide traffic)")
-    parser.add_argument("--time-scale", type=_positive(float), default=288.0, metavar="X",
-                        help="profile seconds per real second (default 288: a day in 5 minutes; 1: real time)")
-    parser.add_argument("--port", type=int, default=0, metavar="P",
+    parser.add_argument("--rps-scale", type=rps_scale, default=1.0, metavar="X",
+                        help="multiply the plan's arrival rates by X (default 1: the plan's fleet-wide traffic); "
+                             f"the busiest hour times X at most {MAX_SIM_RPS:g} requests per second")
+    parser.add_argument("--time-scale", type=time_scale, default=288.0, metavar="X",
+                        help="profile seconds per real second (default 288: a day in 5 minutes; 1: real time; at most 1000000)")
+    parser.add_argument("--port", type=port, default=0, metavar="P",
                         help="first port; replicas listen on P, P+1, ... (default: free ports)")
     parser.add_argument("--start", type=_week_time, default=7 * 3600.0, metavar="'DAY HH:MM'",
                         help="moment of the plan's week to start at (default 'mon 07:00', before the morning ramp)")
-    parser.add_argument("--seed", type=int, default=0, metavar="S", help="random seed for arrivals and lengths")
+    parser.add_argument("--seed", type=seed, default=0, metavar="S", help="random seed for arrivals and lengths (0 to 2^63-1)")
     parser.add_argument("--traffic", choices=("inprocess", "http", "off"), default="inprocess",
                         help="inprocess (default, light on CPU): requests go straight into the engines; "
                              "http: as real /v1/completions calls; off: no traffic")
-    parser.add_argument("--status-every", type=float, default=10.0, metavar="SECONDS",
-                        help="print a status line this often (0: never; default 10)")
+    parser.add_argument("--status-every", type=status_every, default=10.0, metavar="SECONDS",
+                        help="print a status line this often (0: never; default 10; at most 86400)")
     parser.set_defaults(run=run)
     return parser
 
@@ -110,7 +148,8 @@ def _status_line(status: dict) -> str:
         for i, r in enumerate(status["replicas"])
     )
     spike = f" x{status['spike']:g}" if status["spike"] != 1.0 else ""
-    return f"{status['week_time']}  offered {status['offered_rps']:.1f} rps{spike}  {replicas}"
+    dropped = f" ({status['dropped']:,} over the simulator's pace dropped)" if status.get("dropped") else ""
+    return f"{status['week_time']}  offered {status['offered_rps']:.1f} rps{spike}{dropped}  {replicas}"
 
 
 async def _serve(args, plan, replicas: int) -> None:
@@ -118,8 +157,9 @@ async def _serve(args, plan, replicas: int) -> None:
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    deadlines: list[threading.Timer] = []
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, _on_signal, stop, deadlines)
     fleet = SimFleet(plan, replicas, base_port=args.port, speed=args.time_scale, seed=args.seed,
                      rps_scale=args.rps_scale, traffic=args.traffic, start_week_seconds=args.start)
     try:
@@ -130,6 +170,32 @@ async def _serve(args, plan, replicas: int) -> None:
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
+        for deadline in deadlines:
+            deadline.cancel()  # stopped in time: nothing to force
+
+
+def _on_signal(stop: asyncio.Event, deadlines: list[threading.Timer]) -> None:
+    """The first Ctrl+C or SIGTERM stops the fleet; a second one, or the deadline passing, ends the process now.
+
+    The deadline runs on a thread of its own, so it fires even if the event loop were held.
+    """
+    if stop.is_set():
+        _exit_now("a second signal")
+    stop.set()
+    deadline = threading.Timer(STOP_DEADLINE_SECONDS, _exit_now, args=(f"{STOP_DEADLINE_SECONDS:g} s passed",))
+    deadline.daemon = True
+    deadlines.append(deadline)
+    deadline.start()
+
+
+def _exit_now(why: str) -> None:
+    """End the process without waiting for the event loop: the system closes every port."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.write(f"capcon sim: stopping at once ({why}): the system closes every port\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(0)
 
 
 async def _run_until_stopped(fleet, stop: asyncio.Event, args, plan, replicas: int) -> None:
@@ -187,12 +253,39 @@ async def _start(fleet, stop: asyncio.Event, args, replicas: int) -> bool:
     raise error
 
 
+def busiest_rps(plan) -> float:
+    """The most requests per second the plan's traffic (every workload) asks for in any hour of the week."""
+    return max(sum(w.rps_by_hour[d][h] for w in plan.workloads) for d in range(7) for h in range(24))
+
+
+def check_rps_scale(plan, scale: float, traffic: str, option: str | None = "--rps-scale") -> None:
+    """The generator's busiest rate within MAX_SIM_RPS; a UserError saying the largest --rps-scale that fits.
+
+    `option` None: the caller has no --rps-scale (`capcon demo`): the plan itself is too busy."""
+    busiest = busiest_rps(plan)
+    offered = busiest * scale
+    if traffic == "off" or offered <= MAX_SIM_RPS:
+        return
+    if option is None:
+        raise UserError(
+            f"{plan.source_path or plan.name}: the plan's busiest hour asks for {busiest:g} rps; expected at most "
+            f"{MAX_SIM_RPS:g} requests per second from one simulator (capcon sim PLAN --rps-scale "
+            f"{MAX_SIM_RPS / busiest:.4g} runs it scaled down)"
+        )
+    raise UserError(
+        f"{option} {scale:g}: the plan's busiest hour of {busiest:g} rps becomes {offered:g} rps; "
+        f"expected at most {MAX_SIM_RPS:g} requests per second from one simulator "
+        f"({option} at most {MAX_SIM_RPS / busiest:.4g})"
+    )
+
+
 def run(args) -> int:
     plan = load_plan(args.plan)
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port {args.port}: expected a port number from 1 to 65535 (or 0 for free ports)")
     if not plan.workloads:
         raise UserError(f"{args.plan}: the plan has no workloads to simulate")
+    check_rps_scale(plan, args.rps_scale, args.traffic)
     replicas = args.replicas or size(plan).replicas_with_redundancy
     if replicas > MAX_REPLICAS:
         raise UserError(f"{args.plan}: the plan needs {replicas} replicas; at most {MAX_REPLICAS} run on one machine, "

@@ -4,22 +4,40 @@ The YAML uses the units people write (GB, TB/s, TFLOP/s, minutes); the Plan hold
 GB and TB are decimal (10^9, 10^12 bytes), as in the datasheets and the method.
 Errors read "FILE:LINE: key.path: what was wrong; expected ...". The first problem found
 is reported: a plan that loads has none.
+
+Every number is bounded to what a fleet can be (console/plan/limits.py, one table), the file
+is read only if it is a regular file of at most 256 KB, and YAML nested deeper than 64 levels
+is refused before it is composed, so no plan, however hostile, gets past here as a traceback.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import math
+import os
 import re
+import stat
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
 from console.errors import UserError
+from console.redact import redact_url
 from console.plan import catalog
+from console.plan.limits import (
+    LIMITS,
+    MAX_NAME_LENGTH,
+    MAX_NESTING,
+    MAX_NOTE_LENGTH,
+    MAX_PLAN_BYTES,
+    MAX_PLAN_REPLICAS,
+    MAX_WORKLOADS,
+    MIN_PEAK_RPS,
+    Limit,
+)
+from console.plan.limits import number as bound_text
 from console.plan.model import (
     DAYS,
     Capacity,
@@ -34,6 +52,7 @@ from console.plan.model import (
     TokenStats,
     Workload,
 )
+from console.plan.zones import ZoneNameError, zone_info
 
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
 WEIGHT_PRECISIONS = ("fp16", "bf16", "int8", "fp8", "int4")
@@ -45,6 +64,9 @@ WORKLOAD_KINDS = ("interactive", "deferrable")
 _SCIENTIFIC = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)[eE][+-]?\d+$")
 _COUNT = re.compile(r"^(\d+(\.\d*)?|\.\d+)\s*([kKmMbBtT])$")
 _COUNT_SCALE = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+_SHOWN_VALUE = 40  # a value echoed in an error: enough to recognise it, never a screenful
+# libyaml when present: the pure-Python parser takes seconds for a plan-sized flood of nodes.
+_LOADER = yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else yaml.SafeLoader
 
 
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
@@ -52,6 +74,19 @@ _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 
 class PlanError(UserError):
     """A plan file that cannot be used as written."""
+
+
+def _cut(text: str, quoted: bool = False) -> str:
+    """`text` as an error shows it (quoted: as repr): whole up to 40 characters, else its start and length."""
+    if len(text) <= _SHOWN_VALUE:
+        return repr(text) if quoted else text
+    start = text[:_SHOWN_VALUE]
+    return f"{start!r}… ({len(text):,} characters)" if quoted else f"{start}… ({len(text):,} characters)"
+
+
+def _odd_character(text: str, newlines: bool = False) -> str | None:
+    """The first character a name may not hold (control characters, unpaired surrogates), or None."""
+    return next((c for c in text if not c.isprintable() and not (newlines and c in "\n\t")), None)
 
 
 class _Field:
@@ -70,9 +105,13 @@ class _Field:
         where = f"{self.path}: " if self.path else ""
         return PlanError(f"{self.source}:{self.line}: {where}{problem}; expected {expected}")
 
+    def _plain(self) -> bool:
+        """A plain (unquoted) scalar: libyaml marks it with '', the Python parser with None."""
+        return isinstance(self.node, yaml.ScalarNode) and not self.node.style
+
     def _shown(self) -> str:
         if isinstance(self.node, yaml.ScalarNode):
-            return repr(self.node.value) if self.node.style else self.node.value or "nothing"
+            return (_cut(self.node.value) or "nothing") if self._plain() else _cut(self.node.value, quoted=True)
         return "a list" if isinstance(self.node, yaml.SequenceNode) else "a mapping"
 
     def child(self, key: str | int, node: yaml.Node) -> _Field:
@@ -92,7 +131,7 @@ class _Field:
                 raise key_field.fail("a key that is not a name", "plain key names")
             key = key_node.value
             if key not in allowed:
-                raise self.child(key, key_node).fail("unknown key", "one of " + ", ".join(allowed))
+                raise self.child(_cut(key), key_node).fail("unknown key", "one of " + ", ".join(allowed))
             if key in fields:
                 raise self.child(key, key_node).fail("key given twice", "each key once")
             fields[key] = self.child(key, value_node)
@@ -104,10 +143,9 @@ class _Field:
     def sequence(self, length: int | None = None, what: str = "a list") -> list[_Field]:
         if not isinstance(self.node, yaml.SequenceNode):
             raise self.fail(f"got {self._shown()}", what)
-        items = [self.child(i, node) for i, node in enumerate(self.node.value)]
-        if length is not None and len(items) != length:
-            raise self.fail(f"{len(items)} values", what)
-        return items
+        if length is not None and len(self.node.value) != length:
+            raise self.fail(f"{len(self.node.value):,} values", what)
+        return [self.child(i, node) for i, node in enumerate(self.node.value)]
 
     # Scalars ----------------------------------------------------------------------------
 
@@ -116,50 +154,55 @@ class _Field:
             raise self.fail(f"got {self._shown()}", expected)
         try:
             return _CONSTRUCTOR.construct_object(self.node)
-        except (yaml.YAMLError, ValueError, TypeError):  # an explicit tag (!!int abc, !!python/...) that does not hold
+        except (yaml.YAMLError, ValueError, TypeError, OverflowError):
+            # An explicit tag (!!int abc, !!python/...) that does not hold, or an integer past
+            # Python's 4,300 digits.
             tag = self.node.tag.replace("tag:yaml.org,2002:", "!!")
-            raise self.fail(f"got {tag} {self.node.value!r}", expected) from None
+            shown = f"{tag} {_cut(self.node.value, quoted=True)}" if tag.startswith("!") else self._shown()
+            raise self.fail(f"got {shown}", expected) from None
 
-    def number(self, *, minimum: float | None = 0.0, strict: bool = True, maximum: float | None = None) -> float:
-        """A finite number; `strict` means above `minimum` (positive by default), else at least it."""
-        bound = "" if minimum is None else (f" > {minimum:g}" if strict else f" >= {minimum:g}")
-        if maximum is not None:
-            bound += f" and <= {maximum:g}"
-        expected = f"a number{bound}"
-        value = self._scalar(expected)
-        if isinstance(value, str) and self.node.style is None and _SCIENTIFIC.match(value.strip()):
-            value = float(value)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    def _bounded(self, value: int | float, limit: Limit, expected: str) -> int | float:
+        """`value` if the limit holds; ints of any size are compared, never converted to float."""
+        if value > limit.high:
+            raise self.fail(f"got {self._shown()}", limit.at_most())
+        if not limit.holds(value):
             raise self.fail(f"got {self._shown()}", expected)
-        if minimum is not None and (value <= minimum if strict else value < minimum):
-            raise self.fail(f"got {value:g}", expected)
-        if maximum is not None and value > maximum:
-            raise self.fail(f"got {value:g}", expected)
-        return float(value)
+        return value
 
-    def count(self) -> float:
-        """A large positive count: a number, or a number with k/M/B/T (e.g. 70B)."""
-        expected = "a positive count such as 70e9 or 70B"
-        if isinstance(self.node, yaml.ScalarNode) and self.node.style is None:
+    def _numeric(self, expected: str) -> int | float:
+        """A YAML int (any size), a finite float or a plain 70e9; else the failure naming `expected`."""
+        value = self._scalar(expected)
+        if isinstance(value, str) and self._plain() and _SCIENTIFIC.match(value.strip()):
+            value = float(value)  # 1e400 reads inf, refused below
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(f"got {self._shown()}", expected)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.fail(f"got {self._shown()}", expected)
+        return value
+
+    def number(self, limit: Limit) -> float:
+        """A finite number within `limit`."""
+        expected = limit.expected()
+        return float(self._bounded(self._numeric(expected), limit, expected))
+
+    def count(self, limit: Limit) -> float:
+        """A large positive count within `limit`: a number, or a number with k/M/B/T (e.g. 70B)."""
+        expected = limit.expected("a positive count such as 70e9 or 70B,")
+        if self._plain():
             match = _COUNT.match(self.node.value.strip())
             if match:
-                value = float(round(float(match.group(1)) * _COUNT_SCALE[match.group(3).lower()]))
-                if value <= 0:
-                    raise self.fail(f"got {self.node.value}", expected)
-                return value
-        try:
-            return self.number()
-        except PlanError:
-            raise self.fail(f"got {self._shown()}", expected) from None
+                value = float(match.group(1)) * _COUNT_SCALE[match.group(3).lower()]  # 400 digits read inf
+                if not math.isfinite(value):
+                    raise self.fail(f"got {self._shown()}", limit.at_most())
+                return float(round(self._bounded(value, limit, expected)))
+        return float(self._bounded(self._numeric(expected), limit, expected))
 
-    def integer(self, *, minimum: int = 1) -> int:
-        expected = f"a whole number >= {minimum}"
+    def integer(self, limit: Limit) -> int:
+        expected = limit.expected()
         value = self._scalar(expected)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(f"got {self._shown()}", expected)
-        if value < minimum:
-            raise self.fail(f"got {value}", expected)
-        return value
+        return int(self._bounded(value, limit, expected))
 
     def text(self) -> str:
         value = self._scalar("text")
@@ -168,6 +211,16 @@ class _Field:
         if isinstance(value, str) and not value.strip():
             raise self.fail("empty text", "text")
         return str(value)
+
+    def name(self, max_length: int = MAX_NAME_LENGTH, newlines: bool = False) -> str:
+        """Text that is shown (in the report, the console, the history): printable and of a sane length."""
+        value = self.text()
+        if len(value) > max_length:
+            raise self.fail(f"{len(value):,} characters ({_cut(value, quoted=True)})", f"at most {max_length} characters")
+        odd = _odd_character(value, newlines)
+        if odd is not None:
+            raise self.fail(f"{odd!r} in {_cut(value, quoted=True)}", "printable text (no control characters)")
+        return value
 
     def choice(self, options: tuple[str, ...]) -> str:
         expected = "one of " + ", ".join(options)
@@ -194,17 +247,21 @@ def _model(f: _Field) -> Model:
         ("name", "parameters", "layers", "kv_heads", "head_dim", "weight_precision", "kv_precision"),
         ("attention_heads", "hidden_size", "max_model_len"),
     )
+
+    def whole(key: str) -> int | None:
+        return m[key].integer(LIMITS[f"model.{key}"]) if key in m else None
+
     model = Model(
-        name=m["name"].text(),
-        parameters=m["parameters"].count(),
-        layers=m["layers"].integer(),
-        kv_heads=m["kv_heads"].integer(),
-        head_dim=m["head_dim"].integer(),
+        name=m["name"].name(),
+        parameters=m["parameters"].count(LIMITS["model.parameters"]),
+        layers=whole("layers"),
+        kv_heads=whole("kv_heads"),
+        head_dim=whole("head_dim"),
         weight_precision=m["weight_precision"].choice(WEIGHT_PRECISIONS),  # type: ignore[arg-type]
         kv_precision=m["kv_precision"].choice(KV_PRECISIONS),  # type: ignore[arg-type]
-        attention_heads=m["attention_heads"].integer() if "attention_heads" in m else None,
-        hidden_size=m["hidden_size"].integer() if "hidden_size" in m else None,
-        max_model_len=m["max_model_len"].integer() if "max_model_len" in m else None,
+        attention_heads=whole("attention_heads"),
+        hidden_size=whole("hidden_size"),
+        max_model_len=whole("max_model_len"),
     )
     if model.attention_heads is not None and model.attention_heads % model.kv_heads:
         raise m["attention_heads"].fail(
@@ -224,7 +281,7 @@ def _gpu(f: _Field) -> Gpu:
         wanted = g["preset"].text()
         base = catalog.find_preset(wanted)
         if base is None:
-            raise g["preset"].fail(f"unknown GPU preset {wanted!r}", "one of " + ", ".join(catalog.PRESETS))
+            raise g["preset"].fail(f"unknown GPU preset {_cut(wanted, quoted=True)}", "one of " + ", ".join(catalog.PRESETS))
     else:
         for key in _GPU_FIGURES:
             if key not in g:
@@ -233,18 +290,19 @@ def _gpu(f: _Field) -> Gpu:
                     "a preset, or memory_gb, bandwidth_tb_s, tflops_bf16 and price_per_hour",
                 )
     def figure(key: str, scale: float, fallback: float | None) -> float:
-        return g[key].number() * scale if key in g else float(fallback)  # type: ignore[arg-type]
+        return g[key].number(LIMITS[f"gpu.{key}"]) * scale if key in g else float(fallback)  # type: ignore[arg-type]
 
-    name = g["name"].text() if "name" in g else (base.name if base else "custom GPU")
+    name = g["name"].name() if "name" in g else (base.name if base else "custom GPU")
     return Gpu(
         name=name,
         memory_bytes=figure("memory_gb", catalog.GB, base and base.memory_bytes),
         bandwidth_bytes_per_second=figure("bandwidth_tb_s", catalog.TB, base and base.bandwidth_bytes_per_second),
         flops_per_second=figure("tflops_bf16", catalog.TFLOP, base and base.flops_per_second),
-        price_per_hour=(
-            g["price_per_hour"].number(strict=False) if "price_per_hour" in g else base.price_per_hour  # type: ignore[union-attr]
-        ),
+        price_per_hour=figure("price_per_hour", 1.0, base and base.price_per_hour),
     )
+
+
+_ANY_WHOLE = Limit(-math.inf, math.inf, whole=True)
 
 
 def _replica(f: _Field | None) -> Replica:
@@ -270,32 +328,33 @@ def _replica(f: _Field | None) -> Replica:
         else:
             expected = "auto or one of 1, 2, 4, 8"
             try:
-                tp = node.integer()
+                tp = node.integer(_ANY_WHOLE)
             except PlanError:
                 raise node.fail(f"got {node._shown()}", expected) from None
             if tp not in TENSOR_PARALLEL_SIZES:
-                raise node.fail(f"got {tp}", expected)
+                raise node.fail(f"got {node._shown()}", expected)
     defaults = Replica(tensor_parallel=None)
 
-    def share(key: str, default: float) -> float:
-        return r[key].number(maximum=1.0) if key in r else default
+    def figure(key: str, default: float) -> float:
+        return r[key].number(LIMITS[f"replica.{key}"]) if key in r else default
+
+    def whole(key: str, default: int) -> int:
+        return r[key].integer(LIMITS[f"replica.{key}"]) if key in r else default
 
     return Replica(
         tensor_parallel=tp,
-        usable_memory_share=share("usable_memory_share", defaults.usable_memory_share),
-        overhead_bytes_per_gpu=(
-            r["overhead_gb_per_gpu"].number(strict=False) * catalog.GB if "overhead_gb_per_gpu" in r else 0.0
-        ),
-        bandwidth_efficiency=share("bandwidth_efficiency", defaults.bandwidth_efficiency),
-        compute_efficiency=share("compute_efficiency", defaults.compute_efficiency),
-        max_num_seqs=r["max_num_seqs"].integer() if "max_num_seqs" in r else defaults.max_num_seqs,
-        block_size=r["block_size"].integer() if "block_size" in r else defaults.block_size,
+        usable_memory_share=figure("usable_memory_share", defaults.usable_memory_share),
+        overhead_bytes_per_gpu=figure("overhead_gb_per_gpu", 0.0) * catalog.GB,
+        bandwidth_efficiency=figure("bandwidth_efficiency", defaults.bandwidth_efficiency),
+        compute_efficiency=figure("compute_efficiency", defaults.compute_efficiency),
+        max_num_seqs=whole("max_num_seqs", defaults.max_num_seqs),
+        block_size=whole("block_size", defaults.block_size),
     )
 
 
 def _hours(f: _Field) -> tuple[float, ...]:
     items = f.sequence(24, "24 values, one per hour from 00:00")
-    return tuple(item.number(strict=False) for item in items)
+    return tuple(item.number(LIMITS["workloads[].arrivals"]) for item in items)
 
 
 def _arrivals(f: _Field) -> tuple[tuple[float, ...], ...]:
@@ -319,12 +378,7 @@ def _arrivals(f: _Field) -> tuple[tuple[float, ...], ...]:
 def _workload(f: _Field) -> Workload:
     w = f.mapping(("name", "kind", "arrivals", "tokens", "targets"), ("queue_seconds", "burstiness"))
     t = w["tokens"].mapping(("input_mean", "input_p95", "output_mean", "output_max"))
-    tokens = TokenStats(
-        input_mean=t["input_mean"].number(),
-        input_p95=t["input_p95"].number(),
-        output_mean=t["output_mean"].number(),
-        output_max=t["output_max"].number(),
-    )
+    tokens = TokenStats(**{key: t[key].number(LIMITS["workloads[].tokens"]) for key in t})
     if tokens.input_p95 < tokens.input_mean:
         raise t["input_p95"].fail(f"p95 {tokens.input_p95:g} is below the mean {tokens.input_mean:g}", "p95 >= mean")
     if tokens.output_max < tokens.output_mean:
@@ -332,25 +386,33 @@ def _workload(f: _Field) -> Workload:
             f"max {tokens.output_max:g} is below the mean {tokens.output_mean:g}", "max >= mean"
         )
     g = w["targets"].mapping(("ttft_p95_seconds", "tpot_p95_seconds"), ("e2e_p95_seconds", "goodput_share"))
+
+    def target(key: str) -> float:
+        return g[key].number(LIMITS[f"workloads[].targets.{key}"])
+
     targets = Targets(
-        ttft_p95_seconds=g["ttft_p95_seconds"].number(),
-        tpot_p95_seconds=g["tpot_p95_seconds"].number(),
-        e2e_p95_seconds=(
-            None if "e2e_p95_seconds" not in g or g["e2e_p95_seconds"].is_null() else g["e2e_p95_seconds"].number()
-        ),
-        goodput_share=g["goodput_share"].number(maximum=1.0) if "goodput_share" in g else 0.99,
+        ttft_p95_seconds=target("ttft_p95_seconds"),
+        tpot_p95_seconds=target("tpot_p95_seconds"),
+        e2e_p95_seconds=None if "e2e_p95_seconds" not in g or g["e2e_p95_seconds"].is_null() else target("e2e_p95_seconds"),
+        goodput_share=target("goodput_share") if "goodput_share" in g else 0.99,
     )
     rps = _arrivals(w["arrivals"])
-    if max(max(day) for day in rps) <= 0:
+    peak = max(max(day) for day in rps)
+    if peak <= 0:
         raise w["arrivals"].fail("every hour is 0 rps", "the busiest-five-minute rps of at least one hour")
+    if peak < MIN_PEAK_RPS:
+        raise w["arrivals"].fail(
+            f"the busiest hour is {peak:g} rps",
+            f"at least {bound_text(MIN_PEAK_RPS)} requests per second in the busiest hour (or leave the workload out)",
+        )
     return Workload(
-        name=w["name"].text(),
+        name=w["name"].name(),
         kind=w["kind"].choice(WORKLOAD_KINDS),  # type: ignore[arg-type]
         rps_by_hour=rps,
         tokens=tokens,
         targets=targets,
-        queue_seconds=w["queue_seconds"].number(strict=False) if "queue_seconds" in w else 0.5,
-        burstiness=w["burstiness"].number() if "burstiness" in w else 1.0,
+        queue_seconds=w["queue_seconds"].number(LIMITS["workloads[].queue_seconds"]) if "queue_seconds" in w else 0.5,
+        burstiness=w["burstiness"].number(LIMITS["workloads[].burstiness"]) if "burstiness" in w else 1.0,
     )
 
 
@@ -358,6 +420,8 @@ def _workloads(f: _Field) -> tuple[Workload, ...]:
     items = f.sequence(what="a list of workloads")
     if not items:
         raise f.fail("no workloads", "at least one interactive workload")
+    if len(items) > MAX_WORKLOADS:
+        raise f.fail(f"{len(items):,} workloads", f"at most {MAX_WORKLOADS} (one per feature of the served model)")
     workloads = tuple(_workload(item) for item in items)
     seen: set[str] = set()
     for item, workload in zip(items, workloads):
@@ -372,16 +436,29 @@ def _workloads(f: _Field) -> tuple[Workload, ...]:
 def _capacity(f: _Field) -> Capacity:
     c = f.mapping(("rps_per_replica", "source"), ("note",))
     return Capacity(
-        rps_per_replica=c["rps_per_replica"].number(),
-        source=c["source"].text(),
-        note=c["note"].text() if "note" in c else "",
+        rps_per_replica=c["rps_per_replica"].number(LIMITS["capacity.rps_per_replica"]),
+        source=c["source"].name(),
+        note=c["note"].name(MAX_NOTE_LENGTH, newlines=True) if "note" in c else "",
     )
+
+
+def _check_fleet_size(plan: Plan, capacity: _Field) -> None:
+    """ceil(interactive peak / capacity) replicas: past MAX_PLAN_REPLICAS the plan describes no one fleet."""
+    peak = max(sum(w.rps_by_hour[d][h] for w in plan.interactive) for d in range(7) for h in range(24))
+    replicas = math.ceil(peak / plan.capacity.rps_per_replica - 1e-9)
+    if replicas > MAX_PLAN_REPLICAS:
+        field = capacity.mapping(("rps_per_replica", "source"), ("note",))["rps_per_replica"]
+        raise field.fail(
+            f"{bound_text(plan.capacity.rps_per_replica)} rps per replica for the peak of {bound_text(peak)} rps "
+            f"needs {replicas:,} replicas",
+            f"at most {MAX_PLAN_REPLICAS} replicas for one plan (a larger capacity per replica, or one plan per fleet)",
+        )
 
 
 def _url(f: _Field) -> str:
     value = f.text()
     if not re.match(r"^https?://[^\s/]+", value):
-        raise f.fail(f"got {value!r}", "a URL such as http://10.0.0.5:8000")
+        raise f.fail(f"got {masked_target(value)!r}", "a URL such as http://10.0.0.5:8000")
     return value
 
 
@@ -396,33 +473,27 @@ _SHOWN_LENGTH = 200  # a target echoed in an error: enough to find it, never a s
 
 
 def masked_target(text: str) -> str:
-    """`text` as an error may show it: a password (`user:pass@`) and query values (`?token=...`) masked.
+    """`text` as an error may show it: a password (`user:pass@`) and secret query values (`?token=...`) masked.
 
-    Everything up to the last `@` is credentials, whatever it holds (a password may contain
-    `/`, `:` or `?`); the user name before the first `:` stays, to say which one it was.
+    The rule is `console.redact.redact_url`'s: everything up to the last `@` is credentials,
+    whatever it holds (a password may contain `/`, `:` or `?`); the user name before the first
+    `:` stays, to say which one it was.
     """
-    head, sep, rest = text.partition("://")
-    if not sep or not _SCHEME.match(head):  # what comes before '://' is shown only when it is a scheme
-        head, sep, rest = "", "", text
-    if "@" in rest:
-        userinfo, _, rest = rest.rpartition("@")
-        user, colon, _ = userinfo.partition(":")
-        rest = (f"{user}:***@" if colon else "***@") + rest
-    before, question, query = rest.partition("?")
-    if question:
-        rest = before + "?" + re.sub(r"(^|&)([^=&]*)=[^&]*", r"\1\2=***", query)
-    shown = head + sep + rest
+    shown = redact_url(text)
     return shown if len(shown) <= _SHOWN_LENGTH else shown[:_SHOWN_LENGTH] + "…"
 
 
-def target_metrics_url(text: str) -> str:
-    """`host:8000`, `http://host:8000` or a full URL -> the URL of its /metrics page.
+def checked_url(text: str) -> str:
+    """`host:8000`, `http://host:8000` or a full URL -> that URL, `http://` added when it has no scheme.
 
-    The one rule for a replica's address, from `--target` or a plan's fleet.targets. Strict,
+    The one rule for an address capcon connects to (a replica, Prometheus). Strict,
     because a mistyped address must be refused here rather than polled as a host that does not
-    resolve: scheme http or https, an RFC 1123 host name or an IPv4 or [IPv6] literal, a port
-    1-65535, a path and query after them. A ValueError says what is wrong; it never repeats
-    the text (callers show `masked_target(text)`), so a password in it is never echoed.
+    resolve: scheme http or https, optional `user:password@` (sent as HTTP Basic auth, shown and
+    recorded as `user:***@`), an RFC 1123 host name or an IPv4 or [IPv6] literal, a port
+    1-65535, a path and query after them. The URL returned keeps the credentials: it is the
+    one to connect to, never one to show (`console.redact.redact_url` makes that one). A
+    ValueError says what is wrong; it never repeats the text (callers show
+    `masked_target(text)`), so a password in it is never echoed.
     """
     url = text.strip()
     if not url:
@@ -440,17 +511,41 @@ def target_metrics_url(text: str) -> str:
         raise ValueError("what comes before '://' is not a scheme")
     if scheme.lower() not in ("http", "https"):
         raise ValueError(f"scheme {scheme.lower()!r} is not http or https")
-    if "@" in rest:
-        # Neither sent nor wanted: the address is shown and recorded; a token goes in --token-env.
-        raise ValueError("credentials in the address (user:password@) are never sent, and the address is shown "
-                         "and recorded: give a bearer token with --token-env VAR")
-    netloc = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    if "@" in rest[len(authority):]:
+        # Read as the address shows it (credentials up to the last '@'), this would connect
+        # somewhere else than a URL parser does: refused, and nothing of it repeated.
+        raise ValueError("an '@' after the host's '/', '?' or '#': in a user name or password write '/', '?', "
+                         "'#' and '@' as %2F, %3F, %23 and %40; in a path or query write '@' as %40")
+    userinfo, at, netloc = authority.rpartition("@")
+    if at:
+        _check_userinfo(userinfo)  # sent as HTTP Basic auth; shown and recorded as user:***@
     _check_netloc(netloc)
+    return url
+
+
+def target_metrics_url(text: str) -> str:
+    """`host:8000`, `http://host:8000` or a full URL -> the URL of its /metrics page.
+
+    The one rule for a replica's address, from `--target` or a plan's fleet.targets: that of
+    `checked_url`, with `/metrics` for an empty path. ValueError as `checked_url` raises it.
+    """
+    url = checked_url(text)
     parts = urlsplit(url)
     if parts.path in ("", "/"):
         # Rebuilt rather than appended to, so a query string (?token=...) stays after the path.
         url = urlunsplit(parts._replace(path="/metrics"))
     return url
+
+
+_USERINFO = re.compile(r"(?:[A-Za-z0-9._~!$&'()*+,;=:-]|%[0-9A-Fa-f]{2})*")
+
+
+def _check_userinfo(userinfo: str) -> None:
+    """RFC 3986 userinfo: unreserved, sub-delims, ':' and %XX; ValueError (never quoting it) otherwise."""
+    if not _USERINFO.fullmatch(userinfo):
+        raise ValueError("a user name or password may hold letters, digits, ':' and -._~!$&'()*+,;= only; "
+                         "percent-encode anything else (%40 for '@', %25 for '%')")
 
 
 def _check_netloc(netloc: str) -> None:
@@ -545,9 +640,13 @@ def _overflow(f: _Field | None, data: DataRules) -> Overflow:
     o = f.mapping((), ("mode", "max_queue", "max_wait_seconds", "hosted_model", "hosted_url"))
     overflow = Overflow(
         mode=o["mode"].choice(OVERFLOW_MODES) if "mode" in o else "bounded_queue",  # type: ignore[arg-type]
-        max_queue=o["max_queue"].integer() if "max_queue" in o else Overflow.max_queue,
-        max_wait_seconds=o["max_wait_seconds"].number() if "max_wait_seconds" in o else Overflow.max_wait_seconds,
-        hosted_model=o["hosted_model"].text() if "hosted_model" in o else None,
+        max_queue=o["max_queue"].integer(LIMITS["overflow.max_queue"]) if "max_queue" in o else Overflow.max_queue,
+        max_wait_seconds=(
+            o["max_wait_seconds"].number(LIMITS["overflow.max_wait_seconds"])
+            if "max_wait_seconds" in o
+            else Overflow.max_wait_seconds
+        ),
+        hosted_model=o["hosted_model"].name() if "hosted_model" in o else None,
         hosted_url=_url(o["hosted_url"]) if "hosted_url" in o else None,
     )
     if overflow.mode == "hosted":
@@ -566,7 +665,7 @@ def _data(f: _Field | None) -> DataRules:
     d = f.mapping((), ("prompts_may_leave", "location"))
     return DataRules(
         prompts_may_leave=d["prompts_may_leave"].boolean() if "prompts_may_leave" in d else False,
-        location=d["location"].text() if "location" in d else "",
+        location=d["location"].name() if "location" in d else "",
     )
 
 
@@ -578,22 +677,54 @@ def _timezone(field: "_Field") -> str:
     """An IANA zone name ("Europe/Warsaw"): the clock the plan's hours of the day are written in."""
     name = field.text()
     try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise field.fail(f"unknown time zone {name!r}", "an IANA zone name such as UTC or Europe/Warsaw") from None
+        zone_info(name)
+    except ZoneNameError as error:
+        raise field.fail(error.problem, error.expected) from None
     return name
+
+
+_OPENERS = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
+_CLOSERS = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+
+
+def _check_nesting(text: str, source_name: str) -> None:
+    """Refuse YAML nested deeper than MAX_NESTING before composing it (the Python composer recurses per level)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_LOADER):
+        if isinstance(event, _OPENERS):
+            depth += 1
+            if depth > MAX_NESTING:
+                raise PlanError(f"{source_name}:{event.start_mark.line + 1}: YAML nested more than {MAX_NESTING} "
+                                f"levels deep; expected a plan (its keys nest 6 levels at most)")
+        elif isinstance(event, _CLOSERS):
+            depth -= 1
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
 
 
 def _compose(text: str, source_name: str) -> yaml.Node:
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        _check_nesting(text, source_name)
+        node = yaml.compose(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark else 1
-        problem = error.problem or error.context or "malformed YAML"
+        problem = _one_line(error.problem or error.context or "malformed YAML")
+        if "nesting depth" in problem:  # libyaml's own limit (1,000 levels), met before ours
+            raise PlanError(f"{source_name}:{line}: YAML nested more than {MAX_NESTING} levels deep; "
+                            f"expected a plan (its keys nest 6 levels at most)") from None
         raise PlanError(f"{source_name}:{line}: YAML syntax error: {problem}; expected valid YAML") from None
+    except yaml.reader.ReaderError as error:  # a character YAML does not allow (control characters)
+        line = text.count("\n", 0, max(0, error.position)) + 1
+        character = chr(error.character) if isinstance(error.character, int) else error.character
+        raise PlanError(f"{source_name}:{line}: YAML error: the character {character!r} is not allowed in YAML; "
+                        f"expected printable text (write control characters as escapes in double quotes)") from None
     except yaml.YAMLError as error:
-        raise PlanError(f"{source_name}:1: YAML error: {error}; expected valid YAML") from None
+        raise PlanError(f"{source_name}:1: YAML error: {_cut(_one_line(error))}; expected valid YAML") from None
+    except UnicodeError:  # unpaired surrogates in text handed to parse_plan (a file is decoded strictly)
+        raise PlanError(f"{source_name}:1: not UTF-8 text; expected a plan file (YAML)") from None
     if node is None:
         raise PlanError(f"{source_name}:1: the file is empty; expected a plan (model, gpu, workloads, capacity)")
     return node
@@ -601,23 +732,23 @@ def _compose(text: str, source_name: str) -> yaml.Node:
 
 def parse_plan(text: str, source_name: str) -> Plan:
     """The plan written in `text`; `source_name` names it in error messages."""
+    if len(text) > MAX_PLAN_BYTES:
+        raise PlanError(f"{source_name}:1: {len(text):,} characters; expected a plan of at most "
+                        f"{MAX_PLAN_BYTES // 1024} KB (a plan is a few KB)")
     root = _Field(_compose(text, source_name), "", source_name)
     top = root.mapping(_TOP_REQUIRED, _TOP_OPTIONAL)
     data = _data(top.get("data"))
-    return Plan(
-        name=top["name"].text() if "name" in top else Path(source_name).stem,
+    plan = Plan(
+        name=top["name"].name() if "name" in top else Path(source_name).stem,
         timezone=_timezone(top["timezone"]) if "timezone" in top else "UTC",
         model=_model(top["model"]),
         gpu=_gpu(top["gpu"]),
         replica=_replica(top.get("replica")),
         workloads=_workloads(top["workloads"]),
         capacity=_capacity(top["capacity"]),
-        redundancy=top["redundancy"].integer(minimum=0) if "redundancy" in top else 1,
+        redundancy=top["redundancy"].integer(LIMITS["redundancy"]) if "redundancy" in top else 1,
         lead_time_seconds=(
-            # Loading a model takes minutes; a day is already far past any real scale-up.
-            top["lead_time_minutes"].number(strict=False, maximum=24 * 60) * 60.0
-            if "lead_time_minutes" in top
-            else 600.0
+            top["lead_time_minutes"].number(LIMITS["lead_time_minutes"]) * 60.0 if "lead_time_minutes" in top else 600.0
         ),
         data=data,
         overflow=_overflow(top.get("overflow"), data),
@@ -625,19 +756,82 @@ def parse_plan(text: str, source_name: str) -> Plan:
         source_path=source_name,
         source_text=text,
     )
+    _check_fleet_size(plan, top["capacity"])
+    return plan
+
+
+_KINDS = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _kind(mode: int) -> str:
+    return next((words for test, words in _KINDS if test(mode)), "not a regular file")
+
+
+def _read_bounded(path: str | Path, source: str) -> bytes:
+    """The bytes of a regular file of at most MAX_PLAN_BYTES; PlanError for anything else.
+
+    Opened without blocking (a FIFO would wait for a writer) and checked with fstat on the
+    open file, so /dev/zero, a FIFO, a socket or a directory is refused before a byte is read,
+    and a file that grows while it is read is cut at the cap and refused.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise PlanError(f"{source}: no such file; expected a plan file (YAML)") from None
+    except IsADirectoryError:
+        raise PlanError(f"{source}: is a directory; expected a plan file (YAML)") from None
+    except ValueError:  # a NUL in the name
+        raise PlanError(f"{source}: not a file name (it holds a NUL character); expected a plan file (YAML)") from None
+    except OSError as error:
+        try:
+            kind = _kind(os.stat(path).st_mode)  # a socket cannot be opened: say what it is
+        except (OSError, ValueError):
+            kind = None
+        if kind and kind != "not a regular file":
+            raise PlanError(f"{source}: is {kind}, not a regular file; expected a plan file (YAML)") from None
+        raise PlanError(f"{source}: cannot be read ({error.strerror}); expected a readable plan file") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise PlanError(f"{source}: is a directory; expected a plan file (YAML)")
+        if not stat.S_ISREG(info.st_mode):
+            raise PlanError(f"{source}: is {_kind(info.st_mode)}, not a regular file; expected a plan file (YAML)")
+        too_big = PlanError(f"{source}: larger than {MAX_PLAN_BYTES // 1024} KB; expected a plan file of at most "
+                            f"{MAX_PLAN_BYTES // 1024} KB (a plan is a few KB)")
+        if info.st_size > MAX_PLAN_BYTES:
+            raise too_big
+        chunks, size = [], 0
+        while size <= MAX_PLAN_BYTES:
+            try:
+                chunk = os.read(fd, MAX_PLAN_BYTES + 1 - size)
+            except BlockingIOError:  # not for a regular file; refused rather than waited for
+                raise PlanError(f"{source}: cannot be read without waiting; expected a plan file (YAML)") from None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_PLAN_BYTES:
+            raise too_big
+        return b"".join(chunks)
+    except OSError as error:
+        raise PlanError(f"{source}: cannot be read ({error.strerror}); expected a readable plan file") from None
+    finally:
+        os.close(fd)
 
 
 def load_plan(path: str | Path) -> Plan:
     """Read and check a plan file; any problem raises PlanError (one line, exit code 2)."""
     source = str(path)
+    data = _read_bounded(path, source)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PlanError(f"{source}: no such file; expected a plan file (YAML)") from None
-    except IsADirectoryError:
-        raise PlanError(f"{source}: is a directory; expected a plan file (YAML)") from None
-    except UnicodeDecodeError:
-        raise PlanError(f"{source}: not UTF-8 text; expected a plan file (YAML)") from None
-    except OSError as error:
-        raise PlanError(f"{source}: cannot be read ({error.strerror}); expected a readable plan file") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise PlanError(f"{source}:{line}: not UTF-8 text; expected a plan file (YAML)") from None
     return parse_plan(text, source)

@@ -125,8 +125,14 @@ def _operate(
     def concurrency_after(c: float) -> float:
         return rps * (queue_and_prefill + output_tokens * (fixed + per_sequence * min(c, limit)))
 
-    # Monotone and bounded by the batch limit, so the iteration always settles.
-    concurrency = concurrency_after(0.0)
+    # Monotone and bounded by the batch limit, so the iteration always settles; but when each
+    # request in flight adds nearly one more (slope near 1) it settles only after millions of
+    # passes. The loop is c = a + b min(c, limit): its least fixed point, which iterating from
+    # 0 reaches, is a / (1 - b) when that is within the limit, else a + b limit. The iteration
+    # starts there and settles at once.
+    a = concurrency_after(0.0)
+    b = rps * output_tokens * per_sequence
+    concurrency = a / (1.0 - b) if b < 1.0 and a / (1.0 - b) <= limit else a + b * limit
     for _ in range(MAX_ITERATIONS):
         following = concurrency_after(concurrency)
         settled = abs(following - concurrency) <= 1e-12 * max(1.0, concurrency)

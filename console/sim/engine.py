@@ -195,22 +195,36 @@ class Engine:
 
     # ---- time ------------------------------------------------------------------------------
 
-    def advance(self, now: float) -> list[SimRequest]:
-        """Run every step that ends by `now`; return the requests that got tokens or finished."""
+    def advance(self, now: float, max_work: int | None = None) -> list[SimRequest]:
+        """Run every step that ends by `now`; return the requests that got tokens or finished.
+
+        `max_work` bounds what one call does (a step counts one plus the requests it schedules,
+        a refused request one): an engine far behind `now` catches up over several calls, and a
+        caller on an event loop stays responsive (signals, other replicas) however heavy the load.
+        Without it every step up to `now` is run, as the offline runs do.
+        """
         updated: dict[int, SimRequest] = {}
-        while True:
+        work = 0
+        while max_work is None or work < max_work:
             if self._pending is None:
                 start = self._next_start()
                 if start is None or start > now:
                     break
                 self._pending = self._schedule(start)
+                work += 1
                 if self._pending is None:
                     continue
+                work += len(self._pending.scheduled)
             if self._pending.end > now:
                 break
             step, self._pending = self._pending, None
             self._commit(step, updated)
         return list(updated.values())
+
+    def behind(self, now: float) -> bool:
+        """A step due by `now` is still to run (an `advance` stopped at its `max_work`)."""
+        following = self.next_event_time()
+        return following is not None and following <= now
 
     def _next_start(self) -> float | None:
         if self.running:

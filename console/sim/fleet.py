@@ -108,7 +108,13 @@ class SimFleet:
         return self._http_targets
 
     async def close(self) -> None:
-        """Stop traffic, then every server; safe to call twice."""
+        """Stop traffic, then every server; safe to call twice.
+
+        Every replica's engine is halted first, at once, so none steps on while the others close;
+        then they close together (each waits at most its runner's shutdown timeout, not in turn).
+        """
+        for replica in self.replicas:
+            replica.halt()
         if self._traffic_task is not None:
             self._traffic_task.cancel()
             try:
@@ -122,8 +128,7 @@ class SimFleet:
         if self._session is not None:
             await self._session.close()
             self._session = None
-        for replica in self.replicas:
-            await replica.stop()
+        await asyncio.gather(*(replica.stop() for replica in self.replicas))
 
     # ---- controls ----
 
@@ -154,5 +159,6 @@ class SimFleet:
             "offered_rps": traffic.total_rate() if traffic else 0.0,
             "spike": traffic.spike_factor(traffic.now()) if traffic else 1.0,
             "sent": traffic.stats.sent if traffic else 0,
+            "dropped": traffic.stats.dropped if traffic else 0,
             "replicas": [replica.snapshot() for replica in self.replicas],
         }

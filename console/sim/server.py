@@ -40,6 +40,13 @@ HANG_LIMIT_SECONDS = 3600.0
 # for /metrics and keeps the demo's CPU low.
 IDLE_TICK_SECONDS = 0.05
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Engine work one wake of the pump (or one scrape) may do: a step counts one plus the requests
+# it schedules. An engine further behind catches up over several wakes, so a replica under any
+# load leaves the event loop to the others, to /metrics and to Ctrl+C / SIGTERM.
+MAX_WORK_PER_WAKE = 4096
+# Requests waiting for a place in the batch: past this a replica refuses new ones (in-process
+# traffic counts them refused; HTTP answers 503), so an overload grows a queue of bounded memory.
+MAX_WAITING = 1024
 
 
 class BadRequest(Exception):
@@ -152,12 +159,19 @@ class ReplicaServer(Target):
         self._pump = asyncio.create_task(self._run_pump(), name=f"sim-replica-{self.index}-pump")
         self.down = False
 
-    async def stop(self) -> None:
-        """Stop listening and drop every request in flight (a killed process)."""
+    def halt(self) -> None:
+        """At once, without waiting: no more engine steps, every waiting client woken (then `stop`)."""
         self.down = True
         self._unhang.set()
         if self._pump is not None:
             self._pump.cancel()
+        for waiter in list(self._waiters):
+            waiter.set()
+
+    async def stop(self) -> None:
+        """Stop listening and drop every request in flight (a killed process)."""
+        self.halt()
+        if self._pump is not None:
             try:
                 await self._pump
             except asyncio.CancelledError:
@@ -221,7 +235,7 @@ class ReplicaServer(Target):
 
     def _catch_up(self) -> None:
         """Run the engine to now and wake the clients whose requests moved."""
-        for request in self.engine.advance(self.now()):
+        for request in self.engine.advance(self.now(), max_work=MAX_WORK_PER_WAKE):
             waiter = request.tag
             if waiter is not None:
                 waiter.set()
@@ -242,8 +256,11 @@ class ReplicaServer(Target):
     def load(self) -> float:
         return self.engine.num_running + self.engine.num_waiting if self.engine else 0.0
 
+    def queue_full(self) -> bool:
+        return self.engine is not None and self.engine.num_waiting >= MAX_WAITING
+
     def send(self, prompt: int, answer: int, max_tokens: int, kind: str) -> bool:
-        if not self.up() or self.engine.validate(prompt, max_tokens):
+        if not self.up() or self.queue_full() or self.engine.validate(prompt, max_tokens):
             return False
         self._submit(prompt, answer, max_tokens, kind, None)
         return True
@@ -286,6 +303,9 @@ class ReplicaServer(Target):
         except (BadRequest, ValueError, TypeError) as error:
             self._count(handler, "POST", 400)
             return _error(str(error) or "the request body is not valid JSON")
+        if self.queue_full():
+            self._count(handler, "POST", 503)
+            return _error(f"the simulated replica has {MAX_WAITING} requests waiting already; try again later", 503)
         answer = self._answer_length(body, max_tokens)
         waiter = asyncio.Event()
         self._waiters.add(waiter)

@@ -20,6 +20,12 @@ SECONDS_PER_DAY = 86400.0
 SECONDS_PER_WEEK = 7 * SECONDS_PER_DAY
 Z95 = 1.6448536269514722
 REDRAW_SECONDS = 1.0
+# Arrivals one call of `run_due` sends at most. Past it the rest of what is due is dropped (and
+# counted): a generator asked for more than a simulator can serve, or woken late by a busy
+# loop, then does bounded work per tick instead of holding the event loop (and Ctrl+C) for ever.
+MAX_ARRIVALS_PER_CALL = 500
+# Requests one HTTP target keeps in flight; past it sends are refused (counted), not queued as tasks.
+MAX_HTTP_IN_FLIGHT = 1024
 
 
 # ---- the profile ---------------------------------------------------------------------------
@@ -106,6 +112,7 @@ class TrafficStats:
     sent_by_kind: dict[str, int] = field(default_factory=dict)
     refused: int = 0  # no replica up, or the replica said no
     failed: int = 0  # HTTP mode: connection errors and 5xx
+    dropped: int = 0  # due but not sent: over MAX_ARRIVALS_PER_CALL in one call (about; never sent)
 
 
 class Target:
@@ -199,11 +206,19 @@ class TrafficGenerator:
     # ---- the loop ----
 
     def _pick(self) -> Target | None:
-        live = [t for t in self.targets if t.up()]
-        if not live:
+        """The least-loaded live target, ties taken in turn; one pass over the targets."""
+        lightest = math.inf
+        candidates: list[Target] = []
+        for target in self.targets:
+            if not target.up():
+                continue
+            load = target.load()
+            if load < lightest:
+                lightest, candidates = load, [target]
+            elif load == lightest:
+                candidates.append(target)
+        if not candidates:
             return None
-        lightest = min(t.load() for t in live)
-        candidates = [t for t in live if t.load() == lightest]
         self._round_robin += 1
         return candidates[self._round_robin % len(candidates)]
 
@@ -230,6 +245,12 @@ class TrafficGenerator:
         fired = 0
         for i in range(len(self.workloads)):
             while self._next[i] <= now:
+                if fired >= MAX_ARRIVALS_PER_CALL:
+                    # The rest of what is due is dropped: counted at the rate of now, sent never.
+                    behind = now - self._next[i]
+                    self.stats.dropped += int(min(self.rate(i, now) * behind, 1e15))
+                    self._next[i], self._fires[i] = now + self.tick_seconds, False
+                    break
                 at = self._next[i]
                 if self._fires[i] and not self.paused:
                     self._fire(i)
@@ -264,6 +285,8 @@ class HttpTarget(Target):
         return self.in_flight
 
     def send(self, prompt: int, answer: int, max_tokens: int, kind: str) -> bool:
+        if len(self.tasks) >= MAX_HTTP_IN_FLIGHT:
+            return False
         body = {"model": "", "prompt": [1] * prompt, "max_tokens": max_tokens, "user": kind}
         task = asyncio.create_task(self._post(body))
         self.tasks.add(task)

@@ -77,13 +77,13 @@ def test_wrong_type(write_plan, capcon, changes, needle, where, expected):
 @pytest.mark.parametrize(
     "changes,where,expected",
     [
-        ({"capacity": {"rps_per_replica": 0}}, "capacity.rps_per_replica: got 0", "a number > 0"),
-        ({"capacity": {"rps_per_replica": -5}}, "capacity.rps_per_replica: got -5", "a number > 0"),
+        ({"capacity": {"rps_per_replica": 0}}, "capacity.rps_per_replica: got 0", "a number >= 0.001 and <= 100000 requests per second per replica"),
+        ({"capacity": {"rps_per_replica": -5}}, "capacity.rps_per_replica: got -5", "a number >= 0.001"),
         ({"model": {"head_dim": 0}}, "model.head_dim: got 0", "a whole number >= 1"),
         ({"model": {"parameters": -8}}, "model.parameters: got -8", "a positive count"),
         ({"gpu": {"memory_gb": 0}}, "gpu.memory_gb: got 0", "a number > 0"),
-        ({"replica": {"usable_memory_share": 1.2}}, "replica.usable_memory_share: got 1.2", "a number > 0 and <= 1"),
-        ({"replica": {"bandwidth_efficiency": 0}}, "replica.bandwidth_efficiency: got 0", "a number > 0 and <= 1"),
+        ({"replica": {"usable_memory_share": 1.2}}, "replica.usable_memory_share: got 1.2", "at most 1"),
+        ({"replica": {"bandwidth_efficiency": 0}}, "replica.bandwidth_efficiency: got 0", "a number >= 0.01 and <= 1"),
         ({"redundancy": -1}, "redundancy: got -1", "a whole number >= 0"),
         ({"lead_time_minutes": -3}, "lead_time_minutes: got -3", "a number >= 0"),
     ],
@@ -215,7 +215,8 @@ def test_goodput_share_is_a_share(write_plan, capcon, share):
     workload = changed(BASE_PLAN["workloads"][0], {"targets": {"goodput_share": share}})
     path = write_plan({"workloads": [workload]})
     message = _error(capcon, path)
-    assert f"{path}:{_line_of(path, 'goodput_share')}: workloads[0].targets.goodput_share: got {share:g}; expected a number > 0 and <= 1" in message
+    expected = "at most 1" if share > 1 else "a number > 0 and <= 1"
+    assert f"{path}:{_line_of(path, 'goodput_share')}: workloads[0].targets.goodput_share: got {share:g}; expected {expected}" in message
 
 
 def test_goodput_share_of_one_is_accepted(write_plan):
@@ -255,4 +256,4 @@ def test_lead_time_longer_than_a_day_is_refused(write_plan, capcon):
     path = write_plan({"lead_time_minutes": 100000})
     message = _error(capcon, path)
     assert f":{_line_of(path, 'lead_time_minutes')}: lead_time_minutes: got 100000" in message
-    assert "<= 1440" in message
+    assert "expected at most 1440 minutes" in message
