@@ -8,8 +8,11 @@ For a sample source the watcher keeps a ring of samples per replica and computes
 each figure against the oldest sample inside the window (10 s, 1 min, 5 min...).
 When refreshes are further apart than the window, no older sample lies inside it:
 the newest one before the window edge is used instead, and the figures report the
-span they actually cover. A restart empties that replica's ring, so rates resume
-from the new process.
+span they actually cover. A restart (a counter that went down, or another process
+behind the URL: start time, model, engines, KV cache size) empties that replica's
+ring, so rates resume from the new process and never span the change. Every sample
+is held to the impossible-value rule (`console.metrics.vllm.vet_sample`) on the way
+in, so a recording made before it cannot bring the console down.
 
 A figure source (Prometheus) judges staleness itself: its data age is the time
 since Prometheus last scraped the target, which says nothing about this poll's
@@ -24,8 +27,8 @@ import time
 from collections import deque
 from typing import Callable
 
-from console.metrics.figures import Figures, FleetFigures
-from console.metrics.vllm import ReplicaSample, restarted
+from console.metrics.figures import Figures, FleetFigures, vetted_fleet_figures
+from console.metrics.vllm import ReplicaSample, restart_reason, vet_sample
 from console.metrics.window import fleet_figures, replica_figures, replica_window
 from console.sources.base import FigureSource, SampleSource, TargetResult
 
@@ -55,7 +58,7 @@ class Watcher:
         self._lock = asyncio.Lock()
         self._rings: dict[str, deque[ReplicaSample]] = {}
         self._last_good: dict[str, float] = {}
-        self._restarted: set[str] = set()
+        self._restarted: set[str] = set()  # urls restarted, until a full post-restart pair exists
         self._latest: dict[str, ReplicaSample] = {}
         self.last: FleetFigures | None = None
         # What the last poll saw, for the recorder: the raw results (None from a figure source)
@@ -76,7 +79,8 @@ class Watcher:
                 # A fresh scrape is never stale; a failed one shows its failure and the data age.
                 return self.replay(results, self._clock())
             # Prometheus marks its own stale targets, against its scrape interval and the window.
-            figures = await self.source.collect(now)
+            # Held to the same impossible-value rule as scraped pages: Prometheus relays what replicas said.
+            figures = vetted_fleet_figures(await self.source.collect(now))
             self.last, self.last_results, self.last_watched_at = figures, None, now
             return figures
 
@@ -120,13 +124,17 @@ class Watcher:
 
     def _replica(self, result: TargetResult, now: float):
         ring = self._rings.setdefault(result.url, deque())
+        if result.sample is not None and not math.isfinite(result.sample.at):
+            result = TargetResult(result.name, result.url, "bad_payload", None, "a sample without a usable time", result.fetched_at)
         if result.sample is None:
             last_good = self._last_good.get(result.url)
             age = now - last_good if last_good is not None else None
             return Figures(result.name, result.url, result.state, error=result.error, data_age_seconds=age), None, None
-        sample = result.sample
+        # Held to the impossible-value rule here too: a recorded sample may come from an older capcon.
+        sample = vet_sample(result.sample)
         latest = self._latest.get(result.url)
-        if latest is not None and restarted(latest, sample):
+        reason = restart_reason(latest, sample) if latest is not None else ""
+        if reason:
             ring.clear()
             self._restarted.add(result.url)
         elif latest is not None and result.url in self._restarted:
@@ -156,7 +164,11 @@ class Watcher:
             ring.append(sample)
         older = ring[0] if ring[0] is not sample else None
         state = "restarted" if result.url in self._restarted else "up"
-        error = "restarted: rates resume after the next refresh" if state == "restarted" else result.error
+        if state == "restarted":
+            # Shown on the poll that found the restart, so why is known (a model, start time, counter...).
+            error = f"restarted ({reason}): rates resume after the next refresh" if reason else "restarted: rates resume after the next refresh"
+        else:
+            error = result.error
         window = replica_window(older, sample)  # once: the replica's figures and the fleet totals both use it
         figures = replica_figures(older, sample, result.name, result.url, state=state, error=error, now=now, window=window)
         return figures, (older, sample), window

@@ -24,14 +24,25 @@ STATE_LABELS = {
 
 
 def _known(value: float | None) -> bool:
+    """A number to show: not None and not NaN (an infinity is shown only by `seconds`, as ∞)."""
     return value is not None and not math.isnan(value)
 
 
+def _finite(value: float | None) -> bool:
+    return _known(value) and not math.isinf(value)
+
+
 def compact(value: float | None) -> str:
-    """Counts and rates: 0.42, 3.1, 12, 1.2k, 3.4M."""
-    if not _known(value):
+    """Counts and rates: 0.42, 3.1, 12, 1.2k, 3.4M, 9.1G, 2.0T, 1.0e+18; not a finite number: unknown."""
+    if not _finite(value):
         return UNKNOWN
     size = abs(value)
+    if size >= 1e15:
+        return f"{value:.1e}"  # no row is that wide in digits
+    if size >= 1e12:
+        return f"{value / 1e12:.1f}T"
+    if size >= 1e9:
+        return f"{value / 1e9:.1f}G"
     if size >= 1e6:
         return f"{value / 1e6:.1f}M"
     if size >= 1e4:
@@ -51,12 +62,17 @@ def rate(value: float | None) -> str:
 
 def count(value: float | None) -> str:
     """Gauges of requests: whole numbers."""
-    return UNKNOWN if not _known(value) else f"{value:.0f}"
+    if not _finite(value):
+        return UNKNOWN
+    return f"{value:.0f}" if abs(value) < 1e6 else compact(value)
 
 
 def share(value: float | None) -> str:
     """A 0-1 fraction as a percentage."""
-    return UNKNOWN if not _known(value) else f"{value * 100:.0f}%"
+    if not _finite(value) or not math.isfinite(value * 100):
+        return UNKNOWN
+    percent = value * 100
+    return f"{percent:.0f}%" if abs(percent) < 1e6 else f"{compact(percent)}%"
 
 
 def seconds(value: float | None) -> str:
@@ -64,14 +80,16 @@ def seconds(value: float | None) -> str:
     if not _known(value):
         return UNKNOWN
     if math.isinf(value):
-        return "∞"
+        return "∞" if value > 0 else UNKNOWN
     if value < 1:
-        return f"{value * 1000:.0f}ms"
+        return f"{value * 1000:.0f}ms" if math.isfinite(value * 1000) else UNKNOWN
     if value < 10:
         return f"{value:.2f}s"
     if value < 120:
         return f"{value:.0f}s"
-    return f"{value / 60:.1f}m"
+    if value < 1e5:
+        return f"{value / 60:.1f}m"
+    return f"{compact(value / 3600)}h"
 
 
 def tokens(value: float | None) -> str:
@@ -80,7 +98,7 @@ def tokens(value: float | None) -> str:
 
 def age(value: float | None) -> str:
     """Data age: 0s, 12s, 3m, 2h."""
-    if not _known(value):
+    if not _finite(value):
         return UNKNOWN_AGE
     value = max(value, 0.0)
     if value < 120:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 
@@ -35,9 +36,15 @@ class Trends:
     points: tuple[TrendPoint, ...] = ()
 
     def add(self, point: TrendPoint) -> Trends:
-        """A new ring with `point` appended; a point not newer than the last (the same scrape seen twice) is ignored."""
-        if self.points and point.at <= self.points[-1].at:
+        """A new ring with `point` appended; a point not newer than the last (the same scrape seen twice) is ignored.
+
+        A value that is not a finite number is kept as unknown (None): what the ring holds can always be drawn.
+        """
+        if not _finite(point.at) or (self.points and point.at <= self.points[-1].at):
             return self
+        unknown = {name: None for name in SERIES if getattr(point, name) is not None and not _finite(getattr(point, name))}
+        if unknown:
+            point = replace(point, **unknown)
         oldest = point.at - self.span_seconds
         kept = tuple(p for p in self.points if p.at >= oldest) + (point,)
         return replace(self, points=kept[-self.limit :])
@@ -53,3 +60,7 @@ class Trends:
             if point.at <= at:
                 return getattr(point, name)
         return None
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -11,6 +11,12 @@ the label mappings handed out are shared and read-only.
 
 `parse` never raises. Lines it wanted but could not read are counted in
 `Page.errors`; the caller decides what a page with errors is worth.
+
+A page is whole only when its last line ends: every sample line ends with a line
+end, so text after the last one (other than blank space or OpenMetrics' `# EOF`) is
+a line cut short, e.g. `waiting 12` of `waiting 120`. That line is not read and the
+page is marked `cut`: a number cut short is a different, smaller number, never one
+to show.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ class Page:
     errors: int = 0  # wanted lines that could not be read
     first_error: str = ""  # the first such line, cut short, for the error message
     duplicates: int = 0  # repeated series left out (the first of each was kept)
+    cut: bool = False  # the last line has no line end: the page was cut short (that line is not read)
 
 
 def _unescape(value: str) -> str:
@@ -150,6 +157,13 @@ def parse(text: str, families: frozenset[str] | None = None) -> Page:
     """
     samples: list[Sample] = []
     state = [0, "", 0, set()]  # errors, first error, duplicates, series seen
+    cut = False
+    if not text.endswith("\n"):
+        end = text.rfind("\n") + 1
+        tail = text[end:].strip()
+        if tail and tail != "# EOF":
+            cut = True
+            text = text[:end]  # the unfinished line is not read: its number may be cut short
     if families is None:
         _read_lines(text, samples, state)
     else:
@@ -163,7 +177,7 @@ def parse(text: str, families: frozenset[str] | None = None) -> Page:
     start = _process_start(text)
     if start is not None:
         samples.append((PROCESS_START, _SKIP[1], start))
-    return Page(tuple(samples), state[0], state[1], state[2])
+    return Page(tuple(samples), state[0], state[1], state[2], cut)
 
 
 def _read_lines(text: str, samples: list[Sample], state: list) -> None:

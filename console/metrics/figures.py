@@ -1,13 +1,17 @@
 """Per-replica and fleet figures over a window: what the metrics engine hands on.
 
-`None` means unknown (first scrape, no requests in the window, metric absent),
-never 0. Units are SI; KV usage is a 0-1 fraction.
+`None` means unknown (first scrape, no requests in the window, metric absent, or
+an impossible value the replica reported, said in `error`), never 0. Units are SI;
+KV usage is a 0-1 fraction. Every number is finite (`vetted_figures`).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Literal
+
+from console.metrics.vllm import impossible
 
 ReplicaState = Literal["up", "down", "timeout", "bad_payload", "restarted", "stale", "unknown"]
 
@@ -51,7 +55,82 @@ class Figures:
     def from_json(cls, data: dict) -> Figures:
         """The inverse of `to_json`; keys this version does not know are ignored."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        # Held to the impossible-value rule: a recording may hold what an older capcon let through.
+        return vetted_figures(cls(**{k: v for k, v in data.items() if k in known}))
+
+
+# What each figure may hold (the rule itself is console.metrics.vllm.impossible): every one is a
+# finite number >= 0, and a share at most 1. The data age alone may be negative (clocks apart).
+_SHARES = ("kv_usage", "prefix_hit_share")
+_NUMBERS = (
+    "requests_per_second", "prompt_tokens_per_second", "generation_tokens_per_second", "running", "waiting",
+    "kv_usage", "kv_capacity_tokens", "preemptions_per_second", "prefix_hit_share", "ttft_p50_seconds",
+    "ttft_p95_seconds", "ttft_p99_seconds", "itl_p95_seconds", "tpot_p95_seconds", "e2e_p95_seconds",
+    "queue_p95_seconds", "mean_input_tokens", "mean_output_tokens", "rejections_per_second",
+)
+_MAPS = (("requests_per_second_by_reason", False), ("kv_usage_by_engine", True), ("kv_capacity_tokens_by_engine", False))
+
+
+def _why_not(value, share: bool = False) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "is not a number"
+    return impossible(float(value), share)
+
+
+def vetted_figures(figures: Figures) -> Figures:
+    """`figures` with every impossible value made unknown (None), the reasons added to `error`.
+
+    The rule of `console.metrics.vllm.impossible` for figures made elsewhere (a Prometheus source's
+    answers, a recording's JSON), and a last guard on capcon's own (a rate over a tiny interval can
+    still overflow). A share over 1 by rounding only is read as 1. Figures that hold only possible
+    values come back as they are.
+    """
+    changes: dict = {}
+    reasons: list[str] = []
+    for name in _NUMBERS:
+        value = getattr(figures, name)
+        if value is None:
+            continue
+        share = name in _SHARES
+        if isinstance(value, float) and 0.0 <= value < math.inf and (not share or value <= 1.0):
+            continue
+        reason = _why_not(value, share)
+        if reason:
+            changes[name] = None
+            reasons.append(f"{name} {reason}")
+        elif share and value > 1.0:
+            changes[name] = 1.0
+        elif not isinstance(value, float):
+            changes[name] = float(value)
+    for name, share in _MAPS:
+        values = getattr(figures, name)
+        bad = sorted(str(key) for key, value in values.items() if _why_not(value, share))
+        if bad:
+            changes[name] = {}
+            reasons.append(f"{name} ({', '.join(bad)}) {_why_not(values[next(k for k in values if str(k) == bad[0])], share)}")
+            if name == "kv_usage_by_engine":
+                changes["kv_usage"] = None
+        elif share and any(value > 1.0 for value in values.values()):
+            changes[name] = {key: min(value, 1.0) for key, value in values.items()}
+    age = figures.data_age_seconds
+    if age is not None and (isinstance(age, bool) or not isinstance(age, (int, float)) or not math.isfinite(age)):
+        changes["data_age_seconds"] = None
+    if not changes:
+        return figures
+    if reasons:
+        note = "impossible values shown as unknown: " + "; ".join(reasons)
+        if note not in figures.error:
+            changes["error"] = f"{figures.error}; {note}" if figures.error else note
+    return replace(figures, **changes)
+
+
+def vetted_fleet_figures(figures: FleetFigures) -> FleetFigures:
+    """Every replica's figures and the fleet's held to the impossible-value rule (`vetted_figures`)."""
+    replicas = tuple(vetted_figures(r) for r in figures.replicas)
+    fleet = vetted_figures(figures.fleet)
+    if fleet is figures.fleet and all(a is b for a, b in zip(replicas, figures.replicas)):
+        return figures
+    return replace(figures, replicas=replicas, fleet=fleet)
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,57 @@ class ReplicaSample:
     start_time: float | None = None  # process start, or counter creation time: changes on restart
     wire_names: Mapping[str, str] = field(default_factory=dict)  # canonical -> name the server used
     duplicates: int = 0  # repeated series the parser left out (the first one counts, as in Prometheus)
+    # Who answers: the `model_name` labels of its gauges and the `engine` labels on the page (empty
+    # when unknown). A change of either between two samples is another process behind the URL.
+    model_names: tuple[str, ...] = ()
+    engines: tuple[str, ...] = ()
+    # canonical -> series read of it (or "cache_config"): the same process serves the same series,
+    # so fewer of them on a later page means that page was cut short (see `cut_short`).
+    shape: Mapping[str, int] = field(default_factory=dict)
+    # canonical -> why it is unknown although the page had it: an impossible value (see `impossible`).
+    doubtful: Mapping[str, str] = field(default_factory=dict)
+    # Set on samples already held to the rule (`vet_sample` then has nothing to do); not data.
+    checked: bool = field(default=False, compare=False, repr=False)
+
+
+# --- Impossible values ---------------------------------------------------------------------
+#
+# Decided here, once, for every reading a replica reports: a counter, a gauge, a histogram's
+# bucket, _count or _sum, and the process start time are finite numbers >= 0, and a KV share is
+# at most 1 (KV_SLACK over it is float rounding, read as 1). Anything else (NaN, +Inf, -Inf, a
+# negative, KV 57 meaning 5,700 %) is not a smaller or larger number but no reading at all: that
+# figure is unknown for the replica (a family with one impossible series is unknown as a whole,
+# never a partial sum), the reason is kept in `ReplicaSample.doubtful`, and it never reaches a
+# rate, a percentile, a flag, the history file or JSON. Figures computed elsewhere (Prometheus'
+# answers) are held to the same rule by `console.metrics.figures.vetted_figures`.
+
+KV_SLACK = 1e-6
+_INF = math.inf
+
+
+def impossible(value: float, share: bool = False) -> str:
+    """Why `value` cannot be a vLLM reading, in words; "" when it can. `share`: a 0-1 fraction."""
+    if value != value:
+        return "NaN"
+    if value == _INF or value == -_INF:
+        return "+Inf" if value > 0 else "-Inf"
+    if value < 0:
+        return f"{value:g} is negative"
+    if share and value > 1 + KV_SLACK:
+        return f"{value:g} is over 1 (a share, 0-1)"
+    return ""
+
+
+def doubt_note(doubtful: Mapping[str, str]) -> str:
+    """The words a replica's error carries for its impossible values ("" without any)."""
+    if not doubtful:
+        return ""
+    return "impossible values shown as unknown: " + "; ".join(doubtful[k] for k in sorted(doubtful))
+
+
+class IncompletePage(ParseError):
+    """A page that is not whole: a histogram without its +Inf bucket, _count or _sum, buckets
+    that fall, or an engine missing from a family the other engines have (cut short)."""
 
 
 def _number(text: str | None) -> float | None:
@@ -146,7 +197,10 @@ def kv_capacity_tokens(config_labels: Iterable[Mapping[str, str]]) -> float | No
 
 
 def sample_from_page(page: Page, at: float) -> ReplicaSample:
-    """Normalise a parsed page. Raises ParseError when it has no vLLM engine metrics."""
+    """Normalise a parsed page. Raises ParseError when it has no vLLM engine metrics, and
+    IncompletePage (a ParseError) when it is not whole."""
+    if page.cut:
+        raise IncompletePage("page cut short: its last line has no line end")
     return replace(sample_from_samples(page.samples, at), duplicates=page.duplicates)
 
 
@@ -158,83 +212,220 @@ def sample_from_samples(samples: Iterable[Sample], at: float) -> ReplicaSample:
     counters: dict[tuple[str, int], float] = {}
     by_reason: dict[tuple[str, int], dict[str, float]] = {}
     gauges: dict[tuple[str, int], dict[str, float]] = {}  # -> engine -> value
-    buckets: dict[tuple[str, int], dict[float, float]] = {}
+    # -> engine -> le -> count; and per engine the lines seen: [buckets, +Inf buckets, _count, _sum]
+    buckets: dict[tuple[str, int], dict[str, dict[float, float]]] = {}
+    parts: dict[tuple[str, int], dict[str, list[int]]] = {}
     sums: dict[tuple[str, int], float] = {}
     counts: dict[tuple[str, int], float] = {}
+    shape: dict[tuple[str, int], int] = {}
+    engines: dict[tuple[str, int], set[str]] = {}  # explicit `engine` labels per family
+    doubts: dict[tuple[str, int], str] = {}
+    models: set[str] = set()
     config_labels: list[Mapping[str, str]] = []
     created: list[float] = []
     process_start: float | None = None
+    start_doubt = ""
+    # Lines of one family come in runs (a histogram's buckets, then its _count...): what depends
+    # only on the sample name, or on the name and the engine, is looked up once per run.
+    run_name: str | None = None
+    run_engine: str | None = None
+    known = key = family_engines = tally = family = seen_parts = per = None
+    kind = part = ""
+    run_count = 0  # lines of the current run, added to `shape` when the run ends
     for name, labels, value in samples:
-        known = wire.get(name)
+        if name != run_name:
+            if run_count:
+                shape[key] = shape.get(key, 0) + run_count
+                run_count = 0
+            run_name, run_engine = name, None
+            known = wire.get(name)
+            if known is not None:
+                kind, key, part = known
+                family_engines = engines.get(key)
+                if family_engines is None:
+                    family_engines = engines[key] = set()
+                if kind == "histogram":
+                    tally = parts.get(key)
+                    if tally is None:
+                        tally = parts[key] = {}
+                    family = buckets.get(key)
+                    if family is None:
+                        family = buckets[key] = {}
         if known is None:
             if name == CACHE_CONFIG:
                 config_labels.append(labels)
             elif name == PROCESS_START:
-                process_start = value
-            elif name in CREATED_MARKERS and math.isfinite(value):
+                if 0.0 <= value < _INF:
+                    process_start = value
+                else:
+                    start_doubt = f"{name} {impossible(value)}"
+            elif name in CREATED_MARKERS and 0.0 <= value < _INF:
                 created.append(value)
             continue
-        kind, key, part = known
+        run_count += 1
+        engine = labels.get("engine")
+        if engine:
+            family_engines.add(engine)
+        else:
+            engine = "0"
+        if kind == "gauge":
+            model = labels.get("model_name")
+            if model is not None:
+                models.add(model)
+            if not 0.0 <= value < _INF or (key[0] == "kv_usage" and value > 1.0):
+                reason = impossible(value, share=key[0] == "kv_usage")
+                if reason:
+                    doubts.setdefault(key, f"{name} {reason}")
+                    continue
+                value = 1.0  # over 1 by rounding only
+            per_engine = gauges.get(key)
+            if per_engine is None:
+                per_engine = gauges[key] = {}
+            # Multiprocess "all" mode adds a `pid` label: one engine, several writers; keep the max.
+            previous = per_engine.get(engine)
+            per_engine[engine] = value if previous is None or value > previous else previous
+            continue
+        if not 0.0 <= value < _INF:
+            doubts.setdefault(key, f"{name} {impossible(value)}")
+            value = 0.0  # the family is unknown as a whole; its lines are still counted below
         if kind == "histogram":
+            if engine != run_engine:
+                run_engine = engine
+                seen_parts = tally.get(engine)
+                if seen_parts is None:
+                    seen_parts = tally[engine] = [0, 0, 0, 0]
+                per = family.get(engine)
+                if per is None:
+                    per = family[engine] = {}
             if part == "_bucket":
                 le = labels.get("le")
                 bound = bounds_of[le] if le in bounds_of else _bound(le)
                 if bound is not None:
-                    family = buckets.get(key)
-                    if family is None:
-                        family = buckets[key] = {}
-                    family[bound] = family.get(bound, 0.0) + value
+                    seen_parts[0] += 1
+                    if bound == _INF:
+                        seen_parts[1] += 1
+                    per[bound] = per.get(bound, 0.0) + value
             elif part == "_sum":
+                seen_parts[3] += 1
                 sums[key] = sums.get(key, 0.0) + value
             else:
+                seen_parts[2] += 1
                 counts[key] = counts.get(key, 0.0) + value
-        elif kind == "counter":
+        else:
             counters[key] = counters.get(key, 0.0) + value
             if key[0] == "requests":
-                reasons = by_reason.setdefault(key, {})
+                reasons = by_reason.get(key)
+                if reasons is None:
+                    reasons = by_reason[key] = {}
                 reason = labels.get("finished_reason", "unknown")
                 reasons[reason] = reasons.get(reason, 0.0) + value
-        elif value == value:  # a NaN gauge is unknown, not a number
-            per_engine = gauges.setdefault(key, {})
-            engine = labels.get("engine") or "0"
-            # Multiprocess "all" mode adds a `pid` label: one engine, several writers; keep the max.
-            per_engine[engine] = max(value, per_engine.get(engine, value))
+    if run_count:
+        shape[key] = shape.get(key, 0) + run_count
 
     chosen: dict[str, int] = {}
-    for table in (counters, gauges, buckets, sums, counts):
-        for canonical, rank in table:
-            if rank < chosen.get(canonical, len(CANONICAL)):
-                chosen[canonical] = rank
+    for canonical, rank in shape:
+        if rank < chosen.get(canonical, len(CANONICAL)):
+            chosen[canonical] = rank
     if not chosen:
         raise ParseError("no vLLM engine metrics on the page (is --disable-log-stats set?)")
 
     def newest(table: dict) -> dict:
         return {canonical: value for (canonical, rank), value in table.items() if chosen[canonical] == rank}
 
-    gauge_values = newest(gauges)
+    def wire_name(canonical: str) -> str:
+        return CANONICAL[canonical][chosen[canonical]]
+
+    doubtful = newest(doubts)
+    family_engines = {canonical: seen for canonical, seen in newest(engines).items() if seen}
+    _check_whole(newest(parts), newest(buckets), family_engines, doubtful, wire_name)
+    gauge_values = {k: v for k, v in newest(gauges).items() if k not in doubtful}
     histogram_sums, histogram_counts = newest(sums), newest(counts)
     histograms = {}
     for canonical, family in newest(buckets).items():
-        bounds = tuple(sorted(family))
-        histograms[canonical] = Histogram(bounds, tuple(family[b] for b in bounds), histogram_sums.get(canonical), histogram_counts.get(canonical))
+        if canonical in doubtful or not family:
+            continue
+        if len(family) == 1:
+            [summed] = family.values()
+            bounds = tuple(sorted(summed))
+            cumulative = tuple(summed[b] for b in bounds)
+            falls = _falls(bounds, cumulative)
+        else:
+            summed = {}
+            falls = None
+            for engine, per_engine in family.items():
+                engine_bounds = sorted(per_engine)
+                falls = falls or _falls(engine_bounds, [per_engine[b] for b in engine_bounds], engine)
+                for bound, value in per_engine.items():
+                    summed[bound] = summed.get(bound, 0.0) + value
+            bounds = tuple(sorted(summed))
+            cumulative = tuple(summed[b] for b in bounds)
+        if falls:
+            raise IncompletePage(f"{wire_name(canonical)}: buckets fall at {falls}: page corrupt or cut short")
+        if not bounds:
+            continue
+        histograms[canonical] = Histogram(bounds, cumulative, histogram_sums.get(canonical), histogram_counts.get(canonical))
 
-    def summed(canonical: str) -> float | None:
+    def total(canonical: str) -> float | None:
         values = gauge_values.get(canonical)
         return sum(values.values()) if values else None
 
+    family_shape = newest(shape)
+    if config_labels:
+        family_shape["cache_config"] = len(config_labels)
+    if start_doubt:
+        doubtful["start_time"] = start_doubt
+    all_engines = set().union(*family_engines.values())
     return ReplicaSample(
         at=at,
-        counters={k: v for k, v in newest(counters).items() if v == v},
-        requests_by_reason=newest(by_reason).get("requests", {}),
-        running=summed("running"),
-        waiting=summed("waiting"),
+        counters={k: v for k, v in newest(counters).items() if k not in doubtful},
+        requests_by_reason={} if "requests" in doubtful else newest(by_reason).get("requests", {}),
+        running=total("running"),
+        waiting=total("waiting"),
         kv_usage_by_engine=dict(gauge_values.get("kv_usage", {})),
         kv_capacity_tokens=kv_capacity_tokens(config_labels),
         kv_capacity_tokens_by_engine=kv_capacity_tokens_by_engine(config_labels),
         histograms=histograms,
         start_time=process_start if process_start is not None else (min(created) if created else None),
-        wire_names={canonical: CANONICAL[canonical][rank] for canonical, rank in chosen.items()},
+        wire_names={canonical: wire_name(canonical) for canonical in chosen},
+        model_names=tuple(sorted(models)),
+        engines=tuple(sorted(all_engines)),
+        shape=family_shape,
+        doubtful=doubtful,
+        checked=True,
     )
+
+
+def _falls(bounds, cumulative, engine: str = "0") -> str:
+    """Where cumulative bucket counts fall ("" when they never do): `le=0.5 (engine 0)`."""
+    top = 0.0
+    for bound, count in zip(bounds, cumulative):
+        if count < top:
+            return f"le={bound:g} (engine {engine})"
+        top = count
+    return ""
+
+
+def _check_whole(parts, buckets, engines, doubtful, wire_name) -> None:
+    """Raise IncompletePage unless every histogram series is whole and every engine is in every family.
+
+    A page cut at a line end keeps whole lines: what gives it away is a histogram series without
+    its +Inf bucket, _count or _sum, or with fewer buckets than its +Inf ones call for, or a family
+    that lacks an engine the page's other families have. (Buckets that fall, a count cut short or
+    corrupt, are found where the histogram is built.)
+    """
+    for canonical, tally in parts.items():
+        for engine, (lines, infinite, count_lines, sum_lines) in tally.items():
+            if lines == 0 and infinite == 0:
+                continue  # _count and _sum alone: not a histogram capcon reads (no buckets)
+            per = buckets.get(canonical, {}).get(engine, {})
+            if not infinite or not infinite == count_lines == sum_lines or lines != infinite * len(per):
+                missing = "+Inf bucket" if not infinite else "_count" if count_lines < infinite else "_sum" if sum_lines < infinite else "buckets"
+                raise IncompletePage(f"{wire_name(canonical)}: a series without its {missing} (engine {engine}): page cut short")
+    every = set().union(*engines.values()) if engines else set()
+    for canonical, seen in engines.items():
+        if seen != every:
+            missing = ", ".join(sorted(every - seen))
+            raise IncompletePage(f"{wire_name(canonical)}: no series for engine {missing}, which the page's other families have: page cut short")
 
 
 _bounds: dict[str, float | None] = {}
@@ -260,16 +451,146 @@ def _number_bound(text: str | None) -> float | None:
     return None if math.isnan(bound) else bound
 
 
-def restarted(older: ReplicaSample, newer: ReplicaSample) -> bool:
-    """True when the process behind a replica changed between two samples."""
+def process_change(older: ReplicaSample, newer: ReplicaSample) -> str:
+    """Why the process behind a replica is another one between two samples, in words; "" when nothing says so.
+
+    Another process start time, another `model_name` (a 7B replaced by a 70B behind the same URL,
+    whose counters may well be larger), another set of engines, or another KV cache size of an
+    engine (cache_config_info is set once per process). Each is known only when both samples have it.
+    """
     if older.start_time is not None and newer.start_time is not None and newer.start_time != older.start_time:
-        return True
+        return "new process start time"
+    if older.model_names and newer.model_names and older.model_names != newer.model_names:
+        return f"model {', '.join(older.model_names)} -> {', '.join(newer.model_names)}"
+    if older.engines and newer.engines and older.engines != newer.engines:
+        return f"engines {', '.join(older.engines)} -> {', '.join(newer.engines)}"
+    for engine, tokens in older.kv_capacity_tokens_by_engine.items():
+        later = newer.kv_capacity_tokens_by_engine.get(engine)
+        if later is not None and later != tokens:
+            return f"KV cache of engine {engine} {tokens:g} -> {later:g} tokens"
+    return ""
+
+
+def restart_reason(older: ReplicaSample, newer: ReplicaSample) -> str:
+    """Why the process behind a replica changed between two samples, in words; "" when it did not."""
+    changed = process_change(older, newer)
+    if changed:
+        return changed
     for canonical, value in older.counters.items():
         later = newer.counters.get(canonical)
         if later is not None and later < value:
-            return True
+            return f"{canonical} counter went down"
     for canonical, histogram in older.histograms.items():
         later = newer.histograms.get(canonical)
         if later is not None and later.count is not None and histogram.count is not None and later.count < histogram.count:
-            return True
-    return False
+            return f"{canonical} count went down"
+    return ""
+
+
+def restarted(older: ReplicaSample, newer: ReplicaSample) -> bool:
+    """True when the process behind a replica changed between two samples."""
+    return bool(restart_reason(older, newer))
+
+
+def cut_short(previous: ReplicaSample | None, sample: ReplicaSample) -> str:
+    """Why `sample`'s page looks cut at a line end, in words; "" when it does not.
+
+    The same process serves the same series on every page (vLLM creates them all at start), so a
+    later page of it with fewer series of a family lost its end, however whole its lines look.
+    Nothing is said across a change of process (see `process_change`): a new one may serve fewer.
+    """
+    if previous is None or not previous.shape or not sample.shape or process_change(previous, sample):
+        return ""
+    for canonical, count in previous.shape.items():
+        now = sample.shape.get(canonical, 0)
+        if now < count:
+            name = CACHE_CONFIG if canonical == "cache_config" else previous.wire_names.get(canonical, canonical)
+            return f"{name}: {now} of the {count} series this replica served before: page cut short"
+    return ""
+
+
+def vet_sample(sample: ReplicaSample) -> ReplicaSample:
+    """`sample` held to the impossible-value rule (for samples from elsewhere: a recording).
+
+    Samples read from a page by `sample_from_samples` are held to it already and come back as they are.
+    """
+    if sample.checked:
+        return sample
+    doubts: dict[str, str] = {}
+    counters = {}
+    for canonical, value in sample.counters.items():
+        reason = impossible(value)
+        if reason:
+            doubts[canonical] = f"{canonical} {reason}"
+        else:
+            counters[canonical] = value
+    by_reason = dict(sample.requests_by_reason)
+    bad_reason = next((r for r, v in by_reason.items() if impossible(v)), None)
+    if bad_reason is not None:
+        doubts.setdefault("requests", f"requests ({bad_reason}) {impossible(by_reason[bad_reason])}")
+        counters.pop("requests", None)
+        by_reason = {}
+    gauges = {}
+    for canonical in ("running", "waiting"):
+        value = getattr(sample, canonical)
+        reason = impossible(value) if value is not None else ""
+        if reason:
+            doubts[canonical] = f"{canonical} {reason}"
+        gauges[canonical] = None if reason else value
+    kv = dict(sample.kv_usage_by_engine)
+    for engine, value in sorted(kv.items()):
+        reason = impossible(value, share=True)
+        if reason:
+            doubts["kv_usage"] = f"kv_usage (engine {engine}) {reason}"
+            kv = {}
+            break
+        kv[engine] = min(value, 1.0)
+    capacity = dict(sample.kv_capacity_tokens_by_engine)
+    total = sample.kv_capacity_tokens
+    bad_capacity = next((impossible(v) for v in [*capacity.values(), total] if v is not None and impossible(v)), "")
+    if bad_capacity:
+        doubts["kv_capacity"] = f"kv_capacity_tokens {bad_capacity}"
+        capacity, total = {}, None
+    histograms = {}
+    for canonical, histogram in sample.histograms.items():
+        reason = _histogram_doubt(histogram)
+        if reason:
+            doubts[canonical] = f"{canonical} {reason}"
+        else:
+            histograms[canonical] = histogram
+    start = sample.start_time
+    if start is not None and impossible(start):
+        doubts["start_time"] = f"start_time {impossible(start)}"
+        start = None
+    if not doubts:
+        return replace(sample, checked=True)
+    return replace(
+        sample,
+        counters=counters,
+        requests_by_reason=by_reason,
+        kv_usage_by_engine=kv,
+        kv_capacity_tokens=total,
+        kv_capacity_tokens_by_engine=capacity,
+        histograms=histograms,
+        start_time=start,
+        doubtful={**sample.doubtful, **doubts},
+        checked=True,
+        **gauges,
+    )
+
+
+def _histogram_doubt(histogram: Histogram) -> str:
+    if len(histogram.bounds) != len(histogram.counts) or any(b != b for b in histogram.bounds):
+        return "has unreadable buckets"
+    top = 0.0
+    for count in histogram.counts:
+        reason = impossible(count)
+        if reason:
+            return f"bucket {reason}"
+        if count < top:
+            return "buckets fall"
+        top = count
+    for part, value in (("_sum", histogram.sum), ("_count", histogram.count)):
+        if value is not None and impossible(value):
+            return f"{part} {impossible(value)}"
+    return ""

@@ -1,8 +1,11 @@
 """Figures over a window from two samples of each replica: rates, quantiles, means.
 
-Counter rates are deltas over elapsed time; a counter that went down (or a new
-process start time) means the replica restarted, and then no rate is given
-rather than a negative or a since-start one. Quantiles use Prometheus'
+Counter rates are deltas over elapsed time; a counter that went down (or another
+process behind the URL: start time, model, engines, KV cache size) means the replica
+restarted, and then no rate is given rather than a negative or a since-start one. A
+family summed over a different number of series in the two samples gives no delta
+either (a series that appeared would add its whole count since start). Every figure
+handed on is held to the impossible-value rule (`figures.vetted_figures`). Quantiles use Prometheus'
 `histogram_quantile` on bucket deltas; the fleet's quantiles come from the
 merged bucket deltas of all replicas, never from averaging per-replica quantiles.
 Anything that cannot be computed is None.
@@ -14,8 +17,8 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from console.metrics.figures import Figures, ReplicaState
-from console.metrics.vllm import Histogram, ReplicaSample, restarted
+from console.metrics.figures import Figures, ReplicaState, vetted_figures
+from console.metrics.vllm import Histogram, ReplicaSample, doubt_note, restart_reason, restarted
 
 QUANTILE_FIGURES = (
     ("ttft_p50_seconds", "ttft", 0.50),
@@ -134,9 +137,18 @@ def _mean(delta: BucketDelta | None) -> float | None:
 
 def _counter_delta(older: ReplicaSample, newer: ReplicaSample, canonical: str) -> float | None:
     old, new = older.counters.get(canonical), newer.counters.get(canonical)
-    if old is None or new is None or new < old:
+    if old is None or new is None or new < old or not _same_series(older, newer, canonical):
         return None
     return new - old
+
+
+def _same_series(older: ReplicaSample, newer: ReplicaSample, canonical: str) -> bool:
+    """False when the two pages summed a different number of series into `canonical` (known only
+    when both say): a series that appeared in between would add its whole count since start to the
+    window, as one missing from the older page (cut at a line end) would. No delta then."""
+    if not older.shape or not newer.shape:
+        return True
+    return older.shape.get(canonical) == newer.shape.get(canonical)
 
 
 def _share(part: float | None, whole: float | None) -> float | None:
@@ -169,7 +181,7 @@ def replica_window(older: ReplicaSample | None, newer: ReplicaSample | None) -> 
             by_reason[reason] = value - old
     histograms = {}
     for canonical, histogram in newer.histograms.items():
-        delta = histogram_delta(older.histograms.get(canonical), histogram)
+        delta = histogram_delta(older.histograms.get(canonical), histogram) if _same_series(older, newer, canonical) else None
         if delta is not None:
             histograms[canonical] = delta
     return ReplicaWindow(newer.at - older.at, counters, by_reason, histograms)
@@ -222,14 +234,18 @@ def replica_figures(
     """
     if newer is None:
         return Figures(name=name, url=url, state=state, error=error)
-    if older is not None and restarted(older, newer):
+    reason = restart_reason(older, newer) if older is not None else ""
+    if reason:
         state = "restarted"
-        error = error or "the replica restarted during the window: rates resume next refresh"
+        error = error or f"the replica restarted during the window ({reason}): rates resume next refresh"
+    note = doubt_note(newer.doubtful)
+    if note and note not in error:
+        error = f"{error}; {note}" if error else note
     if window is False:
         window = replica_window(older, newer)
     values = {**_gauge_figures(newer), **_window_figures(window)}
     age = now - newer.at if now is not None else None
-    return Figures(name=name, url=url, state=state, error=error, data_age_seconds=age, **values)
+    return vetted_figures(Figures(name=name, url=url, state=state, error=error, data_age_seconds=age, **values))
 
 
 def fleet_figures(
@@ -265,14 +281,14 @@ def fleet_figures(
     if len(live) < answering:
         notes.append(f"{answering - len(live)} replicas without a full window (rates leave them out)")
     ages = [f.data_age_seconds for f in current if f.data_age_seconds is not None]
-    return Figures(
+    return vetted_figures(Figures(
         name=name,
         url=url,
         state=state,
         error="; ".join(notes),
         data_age_seconds=max(ages) if ages else None,
         **values,
-    )
+    ))
 
 
 def _merge_windows(windows: Sequence[ReplicaWindow]) -> ReplicaWindow | None:

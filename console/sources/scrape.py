@@ -16,9 +16,11 @@ of the refresh, so each target keeps one prebuilt request and one small pool.
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import zlib
 from collections.abc import Sequence
+from dataclasses import replace
 from http import HTTPStatus
 from urllib.request import getproxies, proxy_bypass_environment
 
@@ -27,12 +29,16 @@ import httpx
 
 from console.errors import UserError
 from console.metrics.exposition import ParseError, parse
-from console.metrics.vllm import FAMILIES, sample_from_page
+from console.metrics.vllm import FAMILIES, cut_short, doubt_note, sample_from_page
 from console.sources.asyncio_network import AsyncioBackend
-from console.sources.base import Target, TargetResult
+from console.redact import redact, redact_url, url_secrets
+from console.sources.base import Target, TargetResult, shown_targets
 
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # a real vLLM page is ~50 KB; LoRA-heavy ones a few hundred KB
 ACCEPT = "text/plain;version=0.0.4;q=1.0, */*;q=0.1"
+# A page with fewer series than the replica's last good one is cut short, unless it comes this
+# many times in a row with the same series: then it is what the replica serves now.
+SHORT_PAGES_ACCEPTED = 3
 
 
 class PageTooLarge(Exception):
@@ -122,19 +128,30 @@ def _env_proxy(url: httpx.URL) -> httpx.Proxy | None:
     try:
         proxy = httpx.Proxy(chosen)
     except (httpx.InvalidURL, ValueError) as error:
-        raise _BadURL(f"the proxy named by the environment is not a usable URL: {error}") from None
+        raise _BadURL(redact(f"the proxy named by the environment is not a usable URL: {error}", url_secrets(chosen))) from None
     if proxy.url.scheme not in ("http", "https"):  # (the URL itself may hold a password: not shown)
         raise _BadURL(f"the environment names a {proxy.url.scheme}:// proxy; only http(s) proxies are supported")
     return proxy
+
+
+def _basic_auth(url: httpx.URL) -> tuple[bytes, bytes] | None:
+    """`user:password@` in a target's URL as the HTTP Basic Authorization header it stands for."""
+    if not url.userinfo:
+        return None
+    credentials = f"{url.username}:{url.password}".encode()
+    return (b"Authorization", b"Basic " + base64.b64encode(credentials))
 
 
 def _route(target_url: str, headers: list[tuple[bytes, bytes]], tls, backend) -> _Route:
     try:
         url = httpx.URL(target_url)
     except httpx.InvalidURL as error:
-        raise _BadURL(f"not a valid URL: {error}") from None
+        raise _BadURL(redact(f"not a valid URL: {error}", url_secrets(target_url))) from None
     if url.scheme not in ("http", "https") or not url.host:
-        raise _BadURL(f"not an http(s) URL: {target_url}")
+        raise _BadURL(f"not an http(s) URL: {redact_url(target_url)}")
+    basic = _basic_auth(url)
+    if basic is not None:  # the target's own credentials win over --token-env's bearer token
+        headers = [header for header in headers if header[0] != b"Authorization"] + [basic]
     request = httpcore.Request(
         "GET",
         httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
@@ -167,7 +184,6 @@ class ScrapeSource:
         verify: bool = True,
         max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
-        self.targets = list(targets)
         self.timeout = timeout
         self.max_bytes = max_bytes
         headers = [(b"Accept", ACCEPT.encode()), (b"Accept-Encoding", b"gzip"), (b"User-Agent", b"capcon")]
@@ -179,12 +195,18 @@ class ScrapeSource:
         tls = httpx.create_ssl_context(verify=verify)
         backend = AsyncioBackend()
         self._routes: list[_Route | _BadURL] = []
-        for target in self.targets:
+        for target in targets:
             try:
                 self._routes.append(_route(target.url, headers, tls, backend))
             except _BadURL as error:
                 self._routes.append(error)
+        # Results carry the targets as shown and recorded (credentials redacted); only the routes
+        # hold the real URLs. The secrets each target holds are masked in its error texts too.
+        self.targets = shown_targets(targets)
+        self._secrets = [tuple(url_secrets(target.url)) + ((token,) if token else ()) for target in targets]
         self._lock = asyncio.Lock()
+        # Per route: (its last good sample, the smaller shape seen since, how many times in a row).
+        self._last_pages: dict = {}
 
     async def fetch(self, now: float) -> list[TargetResult]:
         """One scrape of every target, concurrently; `now` stamps the samples.
@@ -193,7 +215,11 @@ class ScrapeSource:
         """
         async with self._lock:
             scrapes = [self._fetch_one(target, route, now) for target, route in zip(self.targets, self._routes)]
-            return list(await asyncio.gather(*scrapes))
+            results = await asyncio.gather(*scrapes)
+            return [
+                replace(result, error=redact(result.error, secrets)) if result.error else result
+                for result, secrets in zip(results, self._secrets)
+            ]
 
     async def aclose(self) -> None:
         routes = [route for route in self._routes if isinstance(route, _Route)]
@@ -231,16 +257,52 @@ class ScrapeSource:
             return failed("down", f"{type(error).__name__}: {error}")
         except (ValueError, OverflowError) as error:  # an address the socket layer refuses to use
             return failed("down", f"unusable address: {error}")
+        return self.read_page(target, route, body, now)
+
+    def read_page(self, target: Target, route, body: bytes, now: float) -> TargetResult:
+        """The result of one page of `target` (`route` keys what is remembered of its last good page).
+
+        A page is read whole or not at all: one cut short (at any byte, even with an honest
+        Content-Length) is this poll's bad_payload, never a smaller number. Never raises.
+        """
+
+        def failed(error: str) -> TargetResult:
+            return TargetResult(target.name, target.url, "bad_payload", None, error, now)
+
         text = body.decode("utf-8", errors="replace")
         page = parse(text, FAMILIES)  # only the families capcon reads
+        if page.cut:
+            return failed("page cut short: its last line has no line end")
         if page.errors:
-            return failed("bad_payload", f"{page.errors} unreadable metric lines, first: {page.first_error!r}")
+            return failed(f"{page.errors} unreadable metric lines, first: {page.first_error!r}")
         try:
-            sample = sample_from_page(page, now)
+            sample = sample_from_page(page, now)  # IncompletePage: a histogram or an engine cut off
         except ParseError as error:
-            return failed("bad_payload", str(error))
-        warning = f"{sample.duplicates} duplicate series ignored" if sample.duplicates else ""
-        return TargetResult(target.name, target.url, "up", sample, warning, now)
+            return failed(str(error))
+        except Exception as error:  # noqa: BLE001 - a page must never bring the console down
+            return failed(f"page not readable: {type(error).__name__}: {error}")
+        cut = self._cut_at_a_line_end(route, sample)
+        if cut:
+            return failed(cut)
+        warnings = [f"{sample.duplicates} duplicate series ignored" if sample.duplicates else "", doubt_note(sample.doubtful)]
+        return TargetResult(target.name, target.url, "up", sample, "; ".join(w for w in warnings if w), now)
+
+    def _cut_at_a_line_end(self, route, sample) -> str:
+        """Why this page of the target looks cut at a line end (fewer series than its process served); "".
+
+        A smaller page that repeats SHORT_PAGES_ACCEPTED times in a row is the replica's new shape, not a cut.
+        """
+        pages = self._last_pages
+        previous, short, times = pages.get(route, (None, None, 0))
+        reason = cut_short(previous, sample)
+        if reason:
+            shape = tuple(sorted(sample.shape.items()))
+            times = times + 1 if shape == short else 1
+            if times < SHORT_PAGES_ACCEPTED:
+                pages[route] = (previous, shape, times)
+                return reason
+        pages[route] = (sample, None, 0)
+        return ""
 
     async def _get(self, route: _Route | _BadURL) -> bytes:
         """The page behind `route`, decompressed; raises on any failure (the caller names it)."""

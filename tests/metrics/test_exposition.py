@@ -91,9 +91,22 @@ def test_created_series_are_kept_as_their_own_samples():
     assert created == [1.7959972037452064e09]
 
 
-def test_crlf_line_endings_and_no_trailing_newline():
-    page = parse('vllm:a{x="1"} 3\r\nvllm:b 4')
+def test_crlf_line_endings():
+    page = parse('vllm:a{x="1"} 3\r\nvllm:b 4\r\n')
     assert [(n, v) for n, _, v in page.samples] == [("vllm:a", 3.0), ("vllm:b", 4.0)] and page.errors == 0
+    assert not page.cut
+
+
+@pytest.mark.parametrize("text", ['vllm:a{x="1"} 3\r\nvllm:b 4', "vllm:a 3\nvllm:b 12", "vllm:a 3\n# HEL", "vllm:a 3\nvllm:b{x="])
+def test_a_last_line_without_its_line_end_is_cut_and_not_read(text):
+    # "vllm:b 12" may be "vllm:b 120" cut short: a smaller number, never one to read.
+    page = parse(text)
+    assert page.cut and [(n, v) for n, _, v in page.samples] == [("vllm:a", 3.0)] and page.errors == 0
+
+
+@pytest.mark.parametrize("text", ["vllm:a 3\n", "vllm:a 3\n# EOF", "vllm:a 3\n# EOF\n", "vllm:a 3\n  ", ""])
+def test_a_page_ending_in_a_line_end_or_eof_is_whole(text):
+    assert not parse(text).cut
 
 
 @pytest.mark.parametrize(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from console.metrics.exposition import ParseError, parse
-from console.metrics.vllm import CANONICAL, FAMILIES, HISTOGRAMS, restarted, sample_from_page
+from console.metrics.vllm import CANONICAL, FAMILIES, HISTOGRAMS, IncompletePage, restarted, sample_from_page
 
-from .pages import V010, V032_IDLE, V032_SMALL_KV, V08_CACHE_CONFIG, V08_MODEL_NAME_ONLY, advance, data_parallel, relabel, sample_text
+from .pages import V010, V032_IDLE, V032_SMALL_KV, V08_CACHE_CONFIG, V08_MODEL_NAME_ONLY, advance, data_parallel, relabel, sample_text, whole_window
 
 
 def sample_of(text: str, at: float = 100.0):
@@ -66,18 +66,17 @@ REAL_CASES = [
 
 @pytest.mark.parametrize("name,expected", REAL_CASES, ids=[c[0] for c in REAL_CASES])
 def test_real_pages(name, expected):
-    sample = sample_of(sample_text(name))
+    sample = sample_of(whole_window(name))
     for attribute, value in expected.items():
         got = getattr(sample, attribute)
         assert (dict(got) if isinstance(value, dict) else got) == value, attribute
 
 
 def test_wire_names_record_which_spelling_was_read():
-    assert dict(sample_of(sample_text(V010)).wire_names) == {
+    assert dict(sample_of(whole_window(V010)).wire_names) == {
         "prefix_cache_queries": "vllm:prefix_cache_queries_total",
         "prefix_cache_hits": "vllm:gpu_prefix_cache_hits_total",
         "kv_usage": "vllm:kv_cache_usage_perc",
-        "output_length": "vllm:request_generation_tokens",
     }
     assert sample_of(sample_text(V08_MODEL_NAME_ONLY)).wire_names["kv_usage"] == "vllm:gpu_cache_usage_perc"
 
@@ -89,6 +88,12 @@ def test_histograms_of_the_032_page():
     assert ttft.bounds[-1] == float("inf") and list(ttft.bounds) == sorted(ttft.bounds)
     assert set(sample.histograms) == set(HISTOGRAMS)
     assert sample.wire_names["itl"] == "vllm:inter_token_latency_seconds"
+
+
+def test_an_excerpt_that_starts_inside_a_histogram_is_an_incomplete_page():
+    # The 0.10 excerpt's second window has buckets of request_generation_tokens but no +Inf, _count or _sum.
+    with pytest.raises(IncompletePage, match="vllm:request_generation_tokens"):
+        sample_of(sample_text(V010))
 
 
 def test_page_without_engine_metrics_is_a_parse_error():
@@ -135,7 +140,7 @@ def test_multiprocess_order_reads_the_same():
     lines = TWO_ENGINES.splitlines()
     # All _sum and _count lines first, buckets last, engines interleaved.
     reordered = sorted(lines, key=lambda line: ("_bucket" in line, line.split("{")[1]))
-    assert sample_of("\n".join(reordered)) == sample_of(TWO_ENGINES)
+    assert sample_of("\n".join(reordered) + "\n") == sample_of(TWO_ENGINES)
 
 
 def test_old_and_new_names_together_are_not_counted_twice():
@@ -145,7 +150,11 @@ vllm:kv_cache_usage_perc{engine="0"} 0.5
 vllm:gpu_prefix_cache_hits_total{engine="0"} 40.0
 vllm:prefix_cache_hits_total{engine="0"} 40.0
 vllm:time_per_output_token_seconds_bucket{engine="0",le="+Inf"} 9.0
+vllm:time_per_output_token_seconds_count{engine="0"} 9.0
+vllm:time_per_output_token_seconds_sum{engine="0"} 1.0
 vllm:inter_token_latency_seconds_bucket{engine="0",le="+Inf"} 9.0
+vllm:inter_token_latency_seconds_count{engine="0"} 9.0
+vllm:inter_token_latency_seconds_sum{engine="0"} 1.0
 """
     sample = sample_of(text)
     assert sample.counters["prefix_cache_hits"] == 40.0
@@ -161,7 +170,10 @@ def test_a_deprecated_name_that_reads_zero_does_not_hide_the_live_one():
 
 
 def test_old_itl_name_alone_still_gives_itl():
-    sample = sample_of('vllm:time_per_output_token_seconds_bucket{le="0.1"} 2.0\nvllm:time_per_output_token_seconds_bucket{le="+Inf"} 4.0\n')
+    sample = sample_of(
+        'vllm:time_per_output_token_seconds_bucket{le="0.1"} 2.0\nvllm:time_per_output_token_seconds_bucket{le="+Inf"} 4.0\n'
+        "vllm:time_per_output_token_seconds_count 4.0\nvllm:time_per_output_token_seconds_sum 0.3\n"
+    )
     assert sample.histograms["itl"].counts == (2.0, 4.0)
 
 
@@ -172,10 +184,15 @@ def test_duplicate_series_keep_the_first_and_are_counted():
 
 
 def test_nan_gauges_are_unknown_not_zero():
-    text = 'vllm:num_requests_running{engine="0"} NaN\nvllm:kv_cache_usage_perc{engine="0"} NaN\nvllm:kv_cache_usage_perc{engine="1"} 0.4\n'
+    text = (
+        'vllm:num_requests_running{engine="0"} NaN\nvllm:num_requests_running{engine="1"} 2\n'
+        'vllm:kv_cache_usage_perc{engine="0"} NaN\nvllm:kv_cache_usage_perc{engine="1"} 0.4\n'
+    )
     sample = sample_of(text)
-    assert sample.running is None
-    assert dict(sample.kv_usage_by_engine) == {"1": 0.4}
+    assert sample.running is None  # not engine 1's 2: a sum with an engine unknown is unknown
+    # One engine's KV unknown: the replica's KV (the max over engines) is unknown, not engine 1's 0.4.
+    assert dict(sample.kv_usage_by_engine) == {}
+    assert set(sample.doubtful) == {"running", "kv_usage"} and "NaN" in sample.doubtful["kv_usage"]
 
 
 def test_multiprocess_pid_label_on_kv_keeps_the_max_per_engine():
@@ -259,7 +276,7 @@ def test_canonical_table_lists_newest_spelling_first():
 
 @pytest.mark.parametrize("name", [V032_SMALL_KV, V032_IDLE, V010, V08_MODEL_NAME_ONLY])
 def test_skipping_unread_families_changes_nothing(name):
-    text = sample_text(name)
+    text = whole_window(name)
     assert sample_from_page(parse(text, FAMILIES), 5.0) == sample_from_page(parse(text), 5.0)
     assert parse(text, FAMILIES).errors == 0
     assert len(parse(text, FAMILIES).samples) <= len(parse(text).samples)

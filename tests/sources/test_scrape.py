@@ -120,7 +120,7 @@ async def test_truncated_page_ending_mid_line():
     cut = text[: text.index('vllm:request_success_total{engine="0",finished_reason="length"') + 30]
     async with serve(pages_in_turn(cut)) as url:
         result = await scrape_one(url)
-    assert result.state == "bad_payload" and "unreadable" in result.error
+    assert result.state == "bad_payload" and "cut short" in result.error
 
 
 @pytest.mark.parametrize(

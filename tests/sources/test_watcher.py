@@ -269,6 +269,36 @@ async def test_a_scraped_counter_reset_is_a_restart():
     assert states[1].prompt_tokens_per_second > 0 and states[2].prompt_tokens_per_second is None
 
 
+async def test_a_bigger_model_behind_the_same_url_is_a_restart_not_nine_million_requests_a_second():
+    # A 7B replaced by a 70B on the same address, its counters larger, the start time not on the page.
+    base = "\n".join(l for l in sample_text(V032_SMALL_KV).splitlines() if not l.startswith("process_start")) + "\n"
+    later = advance(base, counters={"vllm:request_success_total": 1.0})
+    swapped = advance(base.replace('model_name="tiny"', 'model_name="llama-70b"'),
+                      counters={"vllm:request_success_total": 90_528_700.0})
+    after = advance(swapped, counters={"vllm:request_success_total": 5.0})
+    clock = Clock()
+    watcher = Watcher(ScriptedSource([base, later, swapped, after]), window_seconds=60, interval_seconds=10, clock=clock)
+    figures = [f.replicas[0] for f in await run_polls(watcher, clock, 4, step=10.0)]
+    assert [f.state for f in figures] == ["up", "up", "restarted", "up"]
+    assert "model tiny -> llama-70b" in figures[2].error
+    assert figures[2].requests_per_second is None  # never a rate across the change
+    assert figures[3].requests_per_second == pytest.approx(5 * 5 / 10.0)  # the new process's own, next refresh
+
+
+async def test_an_infinite_gauge_on_one_replica_does_not_take_the_console_down():
+    hostile = sample_text(V032_SMALL_KV).replace('vllm:num_requests_waiting{engine="0",model_name="tiny"} 0.0',
+                                                 'vllm:num_requests_waiting{engine="0",model_name="tiny"} +Inf')
+    async with serve(pages_in_turn(hostile)) as url:
+        watcher = Watcher(ScrapeSource([Target("r", url + "/metrics")]), window_seconds=60)
+        try:
+            figures = [await watcher.poll() for _ in range(2)]
+        finally:
+            await watcher.aclose()
+    replica = figures[-1].replicas[0]
+    assert replica.state == "up" and replica.waiting is None and figures[-1].fleet.waiting is None
+    assert "impossible values shown as unknown" in replica.error and "+Inf" in replica.error
+
+
 async def test_a_long_window_keeps_a_bounded_ring_and_the_right_span():
     clock = Clock()
     watcher = Watcher(ScriptedSource(growing_pages(400)), window_seconds=300, interval_seconds=1, clock=clock)

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.text import Text
 from textual.geometry import Region
+
+from console.fleet import format as fmt
+from console.fleet.trends import SERIES, TrendPoint, Trends
 
 from console.tui.literal import fit, fit_middle, printable
 from console.tui.widgets.diff_text import changed_regions
 from console.tui.widgets.fleet_table import columns_for
 from console.tui.widgets.sparkline import bucketed, spark
 from console.tui.widgets.table_row import BADGE_WIDTH, WIDTHS
+from console.tui.widgets.trends_panel import TrendsPanel, _step_up
 
 
 def test_only_the_changed_characters_are_dirty():
@@ -66,3 +74,58 @@ def test_columns_drop_the_least_important_first():
     for essential in ("name", "state", "rps", "wait", "kv", "ttft", "tpot"):
         assert essential in narrow
     assert "prefix" not in narrow and "ttft50" not in narrow
+
+
+# --- hostile numbers never bring the trends down (they are unknown long before; this is the last guard) ---
+
+_HOSTILE = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([1e308, -1e308, 5e-324, 0.0]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.floats(allow_nan=True, allow_infinity=True), _HOSTILE), max_size=30),
+    st.integers(-2, 60),
+    st.floats(allow_nan=True, allow_infinity=True),
+    _HOSTILE,
+)
+def test_sparklines_never_raise_and_draw_only_finite_values(points, width, bucket_seconds, top):
+    values = bucketed(tuple(points), width, bucket_seconds)
+    assert all(v is None or math.isfinite(v) for v in values)
+    line = spark(tuple(v for _, v in points), width, top)
+    assert len(line) == max(width, 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(*[_HOSTILE] * 5), min_size=1, max_size=20))
+def test_the_trends_panel_never_raises_on_hostile_values(rows):
+    trends = Trends()
+    for i, (load, capacity, waiting, kv, ttft) in enumerate(rows):
+        trends = trends.add(TrendPoint(at=1000.0 + i, load_rps=load, capacity_rps=capacity, waiting=waiting, kv_usage=kv,
+                                       ttft_p95_seconds=ttft, tpot_p95_seconds=ttft))
+    for point in trends.points:
+        for name in SERIES:
+            value = getattr(point, name)
+            assert value is None or math.isfinite(value)
+    panel = TrendsPanel()
+    panel.show(trends)
+    assert panel._shown is not None and "inf" not in panel._shown and "nan" not in panel._shown
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, None])
+def test_the_axis_step_of_a_value_that_is_not_finite_is_no_axis(value):
+    assert _step_up(value) is None
+
+
+def test_the_axis_step_of_huge_values_is_a_float():
+    assert _step_up(1e308) == 1e308 and _step_up(1.7e308) == 1.7e308 and _step_up(3.0) == 5
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
+def test_numbers_that_are_not_finite_are_shown_as_unknown(value):
+    assert fmt.compact(value) == fmt.count(value) == fmt.share(value) == fmt.UNKNOWN
+    assert fmt.age(value) == fmt.UNKNOWN_AGE
+
+
+def test_huge_numbers_stay_short():
+    assert fmt.compact(9.05e12) == "9.1T" and fmt.compact(2.5e9) == "2.5G" and len(fmt.compact(1e300)) <= 8
+    assert fmt.count(1e20) == fmt.compact(1e20)

@@ -19,6 +19,10 @@ def _last(values: tuple[float | None, ...]) -> float | None:
     return values[-1] if values else None
 
 
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
 class TrendsPanel(DiffText):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -46,7 +50,7 @@ class TrendsPanel(DiffText):
 
         load, capacity = series("load_rps"), series("capacity_rps")
         last_capacity = _last(t.series("capacity_rps"))
-        known = [v for v in load + capacity if v is not None]
+        known = [v for v in load + capacity if _finite(v)]
         # A top that only grows in steps, so bars do not all rescale with every small change.
         top = _step_up(max(known)) if known else None
         lines = [
@@ -65,17 +69,26 @@ class TrendsPanel(DiffText):
 
 
 def _max(values: tuple[float | None, ...]) -> float | None:
-    known = [v for v in values if v is not None]
+    known = [v for v in values if _finite(v)]
     return max(known) if known else None
 
 
 def _step_up(value: float | None) -> float | None:
-    """The next of 1, 2, 5 x 10^n at or above `value`: a scale that moves rarely."""
-    if value is None or value <= 0:
+    """The next of 1, 2, 5 x 10^n at or above `value`: a scale that moves rarely.
+
+    Never raises: a value that is not a finite number gives no scale (None), and one so large
+    that no 1-2-5 step above it is a float is its own scale.
+    """
+    if not _finite(value):
+        return None
+    if value <= 0:
         return value
     exponent = math.floor(math.log10(value))
     for step in (1, 2, 5, 10):
-        top = step * 10**exponent
+        try:
+            top = float(step * 10**exponent)
+        except OverflowError:
+            return float(value)
         if top >= value:
             return top
-    return 10 ** (exponent + 1)
+    return float(value)
