@@ -83,3 +83,23 @@ def test_with_a_plan_and_nothing_holding_the_lines_say_so():
     view = advance(None, "f", fleet(quiet, at=NOW), None, NOW)
     assert flag_lines(view, True) == ["flags: none active or pending"]
     assert flag_lines(view, False) == []
+
+
+def test_a_source_that_failed_is_one_line_of_text():
+    from console.commands.watch import once_lines
+    from console.sources.prometheus import failed_figures
+
+    figures = failed_figures(60.0, NOW, "Prometheus at http://p:9090: answer to the up query: result is a string, not a list\x1b[2J")
+    view = advance(None, "f", figures, plan_now(), NOW)
+    assert once_lines(figures, view, True) == [
+        "capcon watch · source prometheus · Prometheus at http://p:9090: answer to the up query: result is a string, not a list\\x1b[2J"
+    ]
+
+
+def test_names_and_notes_in_the_table_are_printable():
+    from console.commands.watch import render_table
+
+    evil = replica("evil\x1b[2J:8000", state="down", error="HTTP 503 \x1b]0;owned\x07")
+    text = render_table(fleet(evil, at=NOW))
+    assert "\x1b" not in text and "\x07" not in text
+    assert "evil\\x1b[2J:8000" in text and "HTTP 503 \\x1b]0;owned\\x07" in text

@@ -29,6 +29,7 @@ from console.fleet.flags import SEVERITY_RANK
 from console.metrics.figures import Figures, FleetFigures
 from console.plan.model import DAYS
 from console.store.when import iso_when
+from console.tui.literal import printable  # the console's rule: control characters shown as escapes
 from console.watcher import Watcher
 
 JSON_FIELDS = (
@@ -61,6 +62,7 @@ SEVERITIES = ("info", "warning", "critical")
 BADGES = {"critical": "✖ CRIT", "warning": "▲ WARN", "info": "● info"}  # as the console shows them
 MIN_INTERVAL = 0.2  # --once: two samples this far apart still give rates
 MIN_CONSOLE_INTERVAL = 1.0  # the console: a faster refresh only burns the bastion's CPU
+DEFAULT_MAX_ANSWER_MB = 128  # console.sources.prometheus.DEFAULT_MAX_ANSWER_BYTES, without importing it for --help
 
 
 def add_parser(sub):
@@ -113,8 +115,12 @@ def add_source_options(parser, named_in: str) -> None:
     parser.add_argument("--selector", default=None, metavar="SEL", help='PromQL label matchers choosing the fleet, e.g. \'job="vllm"\'')
     parser.add_argument("--name", default=None, metavar="NAME", help=f"the fleet's name in {named_in} (default: the plan's name, else taken from the targets or the selector)")
     parser.add_argument("--timeout", type=float, default=None, metavar="S", help="per-target (or per-query) timeout in seconds (default: the interval, at most 5)")
-    parser.add_argument("--token-env", metavar="VAR", help="send a bearer token read from this environment variable")
+    parser.add_argument("--token-env", metavar="VAR", help="send a bearer token read from this environment variable "
+                        "(a URL's own user:password@ is sent as HTTP Basic auth instead)")
     parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
+    parser.add_argument("--max-answer-mb", type=float, default=None, metavar="MB",
+                        help="Prometheus: read at most this many MB of answers per refresh, decompressed, over its six "
+                        f"queries (default {DEFAULT_MAX_ANSWER_MB:g}; a 10,000-replica fleet takes about 40)")
 
 
 def check_theme(name: str | None) -> None:
@@ -213,6 +219,10 @@ def build_source(args, plans):
     if kind == "prometheus":
         if not prometheus_url:
             raise UserError("--source prometheus: no Prometheus URL; expected --prometheus URL or a plan fleet section with prometheus_url")
+        prometheus_url = _prometheus_url(prometheus_url, "--prometheus" if args.prometheus else "fleet.prometheus_url")
+        max_mb = getattr(args, "max_answer_mb", None)
+        if max_mb is not None and (not math.isfinite(max_mb) or max_mb <= 0):
+            raise UserError(f"--max-answer-mb {max_mb:g}: expected a positive number of MB")
         selector = args.selector if args.selector is not None else next((f.selector for f in fleets if f.selector), "")
         try:
             from console.sources.prometheus import PrometheusSource
@@ -226,6 +236,7 @@ def build_source(args, plans):
             _timeout(args),
             headers={"Authorization": f"Bearer {token}"} if token else None,
             verify=not args.insecure,
+            max_answer_bytes=int((max_mb if max_mb is not None else DEFAULT_MAX_ANSWER_MB) * 1024 * 1024),
         )
 
     from console.sources.base import targets_from
@@ -239,6 +250,16 @@ def build_source(args, plans):
         token=bearer_token_from_env(args.token_env),
         verify=not args.insecure,
     )
+
+
+def _prometheus_url(text: str, named: str) -> str:
+    """Prometheus' base URL by the one address rule (`user:password@` allowed, sent as Basic auth)."""
+    from console.plan.schema import checked_url, masked_target
+
+    try:
+        return checked_url(text)
+    except ValueError as problem:
+        raise UserError(f"{named} {masked_target(text)!r}: {problem}; expected an http(s) URL such as http://prometheus:9090") from None
 
 
 def run(args) -> int:
@@ -259,7 +280,7 @@ def run(args) -> int:
         if args.json:
             print(_dumps(once_json(figures, view, plan_file)))
         else:
-            print("\n".join([render_table(figures, _terminal_width()), *flag_lines(view, plan is not None)]))
+            print("\n".join(once_lines(figures, view, plan is not None, _terminal_width())))
         return _once_exit(args, [figures], [view])
     return _console(args, [handle], path)
 
@@ -339,7 +360,7 @@ def _once_for_fleets(args, plans, path: Path | None = None) -> int:
         print(_dumps({"fleets": fleets}))
     else:
         blocks = [
-            "\n".join([f"plan {plan.name} ({path})", render_table(figures, _terminal_width()), *flag_lines(view, True)])
+            "\n".join([printable(f"plan {plan.name} ({path})"), *once_lines(figures, view, True, _terminal_width())])
             for path, plan, figures, view in zip(args.plan, plans, results, views)
         ]
         print("\n\n".join(blocks))
@@ -454,6 +475,15 @@ def _dumps(document: dict) -> str:
     return json.dumps(_strict(document), indent=2, allow_nan=False)
 
 
+def once_lines(figures: FleetFigures, view, with_plan: bool, width: int | None = None) -> list[str]:
+    """The --once text: the table and the flag lines; one line when the source itself failed
+    (Prometheus down, refusing, or answering nonsense): the table would be empty and every
+    flag would repeat that line."""
+    if figures.source_error and not figures.replicas:
+        return [printable(f"capcon watch · source {figures.source} · {figures.source_error}")]
+    return [render_table(figures, width), *flag_lines(view, with_plan)]
+
+
 def flag_lines(view, with_plan: bool) -> list[str]:
     """The flags under the --once table, one line each: raised ones, then the pending ones.
 
@@ -464,20 +494,15 @@ def flag_lines(view, with_plan: bool) -> list[str]:
     lines = [f"flags: {len(view.flags)} active, {len(view.pending)} pending"]
     for f in view.flags:
         since = time.strftime("%H:%M:%S", time.localtime(f.since))
-        lines.append(_printable(f"{BADGES[f.severity]} {f.kind} · {f.subject} · since {since} · {f.why}"))
+        lines.append(printable(f"{BADGES[f.severity]} {f.kind} · {f.subject} · since {since} · {f.why}"))
     for p in view.pending:
         held = max(view.now - p.since, 0.0)
-        lines.append(_printable(f"… pending {BADGES[p.severity]} {p.kind} · {p.subject} · {held:.0f} s of {p.needed_seconds:.0f} s · {p.why}"))
+        lines.append(printable(f"… pending {BADGES[p.severity]} {p.kind} · {p.subject} · {held:.0f} s of {p.needed_seconds:.0f} s · {p.why}"))
     return lines
 
 
-def _printable(text: str) -> str:
-    """One terminal line: a control character from a server's error text is shown escaped, never obeyed."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 COLUMNS = (
-    ("NAME", lambda f: f.name),
+    ("NAME", lambda f: printable(f.name)),  # a Prometheus instance label: anyone's text
     ("STATE", lambda f: fmt.state(f.state)),
     ("REQ/S", lambda f: fmt.rate(f.requests_per_second)),
     ("IN TOK/S", lambda f: fmt.rate(f.prompt_tokens_per_second)),
@@ -538,4 +563,4 @@ def render_table(figures: FleetFigures, width: int | None = None) -> str:
         notes.append(f"fleet: {figures.fleet.error}")
     if figures.source_error:
         notes.append(f"source: {figures.source_error}")
-    return "\n".join(out + [_printable(note) for note in notes])
+    return "\n".join(out + [printable(note) for note in notes])

@@ -13,6 +13,7 @@ Neither raises for a target or server that misbehaves: a failure is a state.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
@@ -20,18 +21,19 @@ from console.errors import UserError
 from console.metrics.figures import FleetFigures, ReplicaState
 from console.metrics.vllm import ReplicaSample
 from console.plan.schema import TARGET_EXPECTED, masked_target, target_metrics_url
+from console.redact import redact, redact_url
 
 
 @dataclass(frozen=True)
 class Target:
     name: str
-    url: str  # the full /metrics URL
+    url: str  # the full /metrics URL, credentials included: the one to connect to, never shown
 
 
 @dataclass(frozen=True)
 class TargetResult:
-    name: str
-    url: str
+    name: str  # redacted, as everything downstream shows and records it
+    url: str  # redacted (console.redact): no password or token past the source
     state: ReplicaState  # "up" with a sample, else "down", "timeout" or "bad_payload"
     sample: ReplicaSample | None
     error: str  # why the state is not "up", in words; warnings when it is
@@ -68,18 +70,41 @@ def metrics_url(text: str) -> str:
 
 
 def target_name(url: str) -> str:
-    """A short name for a target: host:port of its URL."""
+    """A short name for a target: host:port of its URL (never its user name or password)."""
     parts = urlsplit(url)
-    return parts.netloc or url
+    return parts.netloc.rpartition("@")[2] or redact_url(url)
 
 
 def targets_from(urls: list[str]) -> list[Target]:
-    """Targets from URLs, named by host:port; a URL given twice is scraped once."""
+    """Targets from URLs, named by host:port; a URL given twice is scraped once.
+
+    `url` stays the address to connect to (credentials and all); names never hold a secret.
+    """
     seen: dict[str, Target] = {}
     for text in urls:
         url = metrics_url(text)
         if url not in seen:
             seen[url] = Target(target_name(url), url)
     names = [t.name for t in seen.values()]
-    # Two targets on one host:port with different paths keep their full URL as name.
-    return [t if names.count(t.name) == 1 else Target(t.url, t.url) for t in seen.values()]
+    # Two targets on one host:port with different paths keep their full URL, redacted, as name.
+    return [t if names.count(t.name) == 1 else Target(redact_url(t.url), t.url) for t in seen.values()]
+
+
+def shown_targets(targets: Sequence[Target]) -> list[Target]:
+    """The targets as results carry them, to be shown and recorded: names and URLs redacted.
+
+    Two targets told apart only by a secret (`?token=a`, `?token=b`) would read the same once
+    redacted; the later ones get `#2`, `#3` (a fragment, never sent) so each keeps its own row.
+    """
+    out: list[Target] = []
+    taken: set[str] = set()
+    for target in targets:
+        name, url = redact(target.name), redact_url(target.url)
+        if url in taken:
+            count = 2
+            while f"{url}#{count}" in taken:
+                count += 1
+            url, name = f"{url}#{count}", f"{name}#{count}"
+        taken.add(url)
+        out.append(Target(name, url))
+    return out

@@ -3,12 +3,27 @@
 For fleets too large to scrape from one terminal: Prometheus (or Thanos, Mimir)
 already holds every replica's series, and PromQL does the window math. Each
 refresh sends the fixed set of queries in `console.sources.promql`, evaluated at
-the same instant, whatever the fleet size. prometheus-api-client is synchronous,
-so the queries run in worker threads.
+the same instant, whatever the fleet size.
 
 Replicas are Prometheus targets (`instance`), their state Prometheus' own `up`.
-Prometheus unreachable, too slow, or answering a query with an error becomes
-`FleetFigures.source_error` with no replicas: never an exception.
+Prometheus unreachable, too slow, answering a query with an error, or with an
+answer that is not a Prometheus vector becomes `FleetFigures.source_error` with
+no replicas: never an exception.
+
+The answers are read here, not by a client library, because a Prometheus (or a
+proxy in front of it) may misbehave in ways a library does not bound:
+
+* one deadline (`timeout`) covers the six queries; at it every read stops and
+  its connection is closed, so nothing goes on reading an answer already given up;
+* the answers of one refresh are read up to `max_answer_bytes` in total, counted
+  after decompression (a small gzip body can inflate a thousandfold); past it
+  the refresh is refused without parsing anything;
+* JSON of the wrong shape (a `result` that is not a list, labels that are not
+  strings, values that are not `[time, "number"]`) is refused as a whole, and
+  NaN or infinite values are unknown, never a number.
+
+A URL's `user:password@` is sent as HTTP Basic auth; the URL is shown, and its
+errors recorded, with the password masked (`console.redact`).
 
 Choose a window of at least twice the scrape interval (Grafana's
 `$__rate_interval` uses four): `rate()` needs two samples in the window, and
@@ -17,29 +32,63 @@ with fewer the rates and quantiles are unknown.
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import json
 import math
-import re
+import ssl
+import threading
+import zlib
+from collections.abc import Iterable
 from typing import Any, Mapping, Protocol
 
-import requests
-import urllib3
-from urllib3.util.retry import Retry
+import httpx
 
 from console.metrics.figures import Figures, FleetFigures, ReplicaState
 from console.metrics.vllm import kv_capacity_tokens, kv_capacity_tokens_by_engine
 from console.metrics.window import QUANTILE_FIGURES, RATE_FIGURES
+from console.redact import redact, redact_url, url_secrets
 from console.sources import promql
 
 SOURCE = "prometheus"
+# The answers one refresh reads, in total, decompressed. Measured on a real Prometheus holding
+# 10,000 replicas (pod-IP instances, Kubernetes target labels, one engine each): the six answers
+# come to 37 MB (rates 20.5 MB, the largest), 50 MB with 60-character instance names.
+DEFAULT_MAX_ANSWER_BYTES = 128 * 1024 * 1024
+_BODY_SHOWN = 160  # characters of a non-JSON error body kept in the error text
 
 
 class QueryClient(Protocol):
-    """The one call used from prometheus_api_client.PrometheusConnect."""
+    """A synchronous client in place of the HTTP reads (tests), with prometheus-api-client's call signature."""
 
     def custom_query(self, query: str, params: dict | None = None, timeout: int | None = None) -> list[dict]: ...
+
+
+class AnswerError(Exception):
+    """An answer that cannot be read as Prometheus' (the words say why); a source error."""
+
+
+class _Refused(Exception):
+    """Prometheus (or a proxy) answered, but not with a result: an HTTP error or an error status."""
+
+
+class _Abandoned(Exception):
+    """The refresh was given up (its caller cancelled): the worker stops parsing."""
+
+
+class _Budget:
+    """Decompressed bytes the answers of one refresh may still take."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.left = limit
+
+    def take(self, size: int) -> None:
+        self.left -= size
+        if self.left < 0:
+            raise AnswerError(
+                f"answers larger than {self.limit / (1024 * 1024):g} MB in total (decompressed); not read "
+                "(a fleet this large needs --max-answer-mb)"
+            )
 
 
 class PrometheusSource:
@@ -54,65 +103,236 @@ class PrometheusSource:
         headers: Mapping[str, str] | None = None,
         verify: bool = True,
         client: QueryClient | None = None,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
-        self.url = url.rstrip("/")
+        base = url.strip().rstrip("/")
+        self.url = redact_url(base)  # as shown and recorded: never a password or a token
         self.selector = selector  # names an unnamed fleet
         self.window_seconds = float(window_seconds)
         self.timeout = timeout
+        self.max_answer_bytes = int(max_answer_bytes)
         self.queries = promql.refresh_queries(promql.selector_matchers(selector), self.window_seconds)
-        if client is None:
-            from prometheus_api_client import PrometheusConnect
-
-            # No retries: a refresh that fails is reported now and tried again next refresh.
-            client = PrometheusConnect(
-                url=self.url,
-                headers=dict(headers or {}),
-                disable_ssl=not verify,
-                retry=Retry(total=0, raise_on_status=False),
-                timeout=timeout,
-            )
+        self._headers = {"Accept": "application/json", "Accept-Encoding": "gzip", "User-Agent": "capcon", **dict(headers or {})}
+        self._secrets = tuple(url_secrets(base)) + tuple(
+            value.split(" ", 1)[-1] for key, value in self._headers.items() if key.lower() == "authorization"
+        )
+        self._verify = verify
         self._client = client
+        self._http: httpx.AsyncClient | None = None
+        self._http_loop: asyncio.AbstractEventLoop | None = None
+        self._endpoint: httpx.URL | None = None
+        self._auth: httpx.BasicAuth | None = None
+        self._bad_url = ""
+        try:
+            parsed = httpx.URL(base)
+            if parsed.scheme not in ("http", "https") or not parsed.host:
+                raise httpx.InvalidURL("expected an http(s) URL with a host")
+        except (httpx.InvalidURL, TypeError, ValueError) as error:
+            self._bad_url = self._redact(f"not a usable URL: {error}")
+        else:
+            if parsed.userinfo:  # sent as Basic auth, never as part of the URL
+                self._auth = httpx.BasicAuth(parsed.username, parsed.password)
+                parsed = parsed.copy_with(username=None, password=None)
+            self._endpoint = parsed.copy_with(path=parsed.path.rstrip("/") + "/api/v1/query")
 
     async def collect(self, now: float) -> FleetFigures:
         """Every figure at time `now` over the window; a failure is a source error, not an exception."""
         try:
-            async with asyncio.timeout(self.timeout * 2):
-                answers = await asyncio.gather(*(asyncio.to_thread(self._query, query, now) for query in self.queries.values()))
+            if self._bad_url:
+                raise AnswerError(self._bad_url)
+            async with asyncio.timeout(self.timeout):
+                answers = await self._answers(now)
+            stop = threading.Event()
+            try:
+                return await asyncio.to_thread(self._figures, answers, now, stop)
+            finally:
+                stop.set()  # cancelled meanwhile: the worker stops at its next step
         except TimeoutError:
-            return failed_figures(self.window_seconds, now, f"Prometheus at {self.url}: no answer within {self.timeout:g} s")
+            return self._failed(now, f"no answer within {self.timeout:g} s")
+        except (AnswerError, _Refused) as problem:
+            return self._failed(now, str(problem))
         except Exception as error:  # noqa: BLE001 - any client fault is a state of the source
-            return failed_figures(self.window_seconds, now, f"Prometheus at {self.url}: {describe_error(error)}")
-        return figures_from_answers(dict(zip(self.queries, answers)), self.window_seconds, now)
+            return self._failed(now, describe_error(error))
 
     async def aclose(self) -> None:
+        if self._http is not None:
+            http, self._http = self._http, None
+            try:
+                await http.aclose()
+            except RuntimeError:  # made in an event loop that has closed since
+                pass
         session = getattr(self._client, "_session", None)
         if session is not None:
             session.close()
 
-    def _query(self, query: str, now: float) -> list[dict]:
-        return self._client.custom_query(query, params={"time": f"{now:.3f}"}, timeout=self.timeout)
+    # --- reading ---------------------------------------------------------------------------
+
+    async def _answers(self, now: float) -> dict[str, Any]:
+        """Each query's answer by purpose: raw bytes (read here) or a client's result list."""
+        if self._client is not None:
+            client = self._client
+            params = {"time": f"{now:.3f}"}
+            calls = {p: asyncio.to_thread(client.custom_query, q, params=params, timeout=self.timeout) for p, q in self.queries.items()}
+        else:
+            http = self._session()
+            budget = _Budget(self.max_answer_bytes)
+            calls = {p: self._read(http, q, now, budget) for p, q in self.queries.items()}
+        tasks = {purpose: asyncio.ensure_future(call) for purpose, call in calls.items()}
+        try:
+            # The first failure ends the refresh: the other reads stop at once (their connections close).
+            done, _pending = await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_EXCEPTION)
+            for task in tasks.values():
+                if task in done and task.exception() is not None:
+                    raise task.exception()
+            return {purpose: task.result() for purpose, task in tasks.items()}
+        finally:
+            for task in tasks.values():
+                task.cancel()
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
+
+    def _session(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._http_loop is not loop:
+            # Proxies from HTTP(S)_PROXY / NO_PROXY and SSL_CERT_FILE are honoured; no retries:
+            # a refresh that fails is reported now and tried again at the next one.
+            self._http = httpx.AsyncClient(
+                headers=self._headers, auth=self._auth, verify=self._verify, timeout=httpx.Timeout(self.timeout),
+                follow_redirects=False,
+            )
+            self._http_loop = loop
+        return self._http
+
+    async def _read(self, http: httpx.AsyncClient, query: str, now: float, budget: _Budget) -> bytes:
+        # The base URL's own query (?api_key=... for a hosted Prometheus) is kept beside the query's.
+        params = self._endpoint.params.merge({"query": query, "time": f"{now:.3f}"})
+        request = http.build_request("GET", self._endpoint, params=params)
+        response = await http.send(request, stream=True)
+        try:
+            body = await _body(response, budget)
+        finally:
+            await response.aclose()  # unfinished (cancelled, refused): the connection is closed
+        if response.status_code != 200:
+            raise _Refused(self._redact(_status_words(response.status_code, response.reason_phrase, body)))
+        return body
+
+    # --- parsing (in a worker thread) -------------------------------------------------------
+
+    def _figures(self, answers: Mapping[str, Any], now: float, stop: threading.Event) -> FleetFigures:
+        results: dict[str, list] = {}
+        for purpose, answer in answers.items():
+            if stop.is_set():
+                raise _Abandoned()
+            results[purpose] = _result(purpose, answer) if isinstance(answer, (bytes, bytearray)) else answer
+        if stop.is_set():
+            raise _Abandoned()
+        return figures_from_answers(results, self.window_seconds, now)
+
+    def _redact(self, text: str) -> str:
+        return redact(text, self._secrets)
+
+    def _failed(self, now: float, detail: str) -> FleetFigures:
+        return failed_figures(self.window_seconds, now, f"Prometheus at {self.url}: {self._redact(detail)}")
+
+
+async def _body(response: httpx.Response, budget: _Budget) -> bytes:
+    """The answer's bytes, decompressed, within the refresh's budget; AnswerError past it."""
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    if encoding in ("gzip", "x-gzip"):
+        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        chunks = []
+        try:
+            async for chunk in response.aiter_raw():
+                while chunk:
+                    # Never inflate more than the budget allows: one step at most one byte past it.
+                    out = inflate.decompress(chunk, max(budget.left, 0) + 1)
+                    budget.take(len(out))
+                    chunks.append(out)
+                    chunk = inflate.unconsumed_tail
+                if inflate.eof:
+                    break
+        except zlib.error as error:
+            raise AnswerError(f"gzip answer is corrupt: {error}") from None
+        if not inflate.eof:
+            raise AnswerError("gzip answer cut short")
+        return b"".join(chunks)
+    if encoding not in ("", "identity"):
+        raise AnswerError(f"unsupported Content-Encoding {encoding[:40]!r}")
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > budget.left:
+        budget.take(int(declared))  # refused before reading a byte
+    chunks = []
+    async for chunk in response.aiter_raw():
+        budget.take(len(chunk))
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _status_words(status: int, reason: str, body: bytes) -> str:
+    """An HTTP error in words: Prometheus' own error text when it sent one."""
+    detail = _error_text(body)
+    if detail is not None:
+        return f"query refused (HTTP {status}): {detail}"
+    text = " ".join(body[: _BODY_SHOWN * 4].decode("utf-8", "replace").split())
+    shown = f"HTTP {status} {reason}".strip()
+    return f"{shown}: {text[:_BODY_SHOWN]}" if text else shown
+
+
+def _error_text(body: bytes) -> str | None:
+    """`error` (with `errorType`) of a Prometheus error body, None for anything else."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(payload, dict) or not payload.get("error"):
+        return None
+    return str(payload["error"])[:300]
+
+
+def _result(purpose: str, body: bytes) -> list:
+    """The `data.result` list of a successful instant-vector answer; AnswerError otherwise."""
+    try:
+        payload = json.loads(body)
+    except (ValueError, RecursionError) as error:
+        raise AnswerError(f"answer to the {purpose} query is not JSON ({str(error)[:120]})") from None
+    if not isinstance(payload, dict):
+        raise AnswerError(f"answer to the {purpose} query is not a Prometheus answer (not a JSON object)")
+    status = payload.get("status")
+    if status == "error":
+        raise _Refused(f"query refused: {str(payload.get('error') or payload.get('errorType') or 'no reason given')[:300]}")
+    if status != "success":
+        raise AnswerError(f"answer to the {purpose} query is not a Prometheus answer (status {_brief(status)})")
+    data = payload.get("data")
+    if not isinstance(data, dict):
+        raise AnswerError(f"answer to the {purpose} query is not a Prometheus answer (data is {_kind(data)})")
+    if data.get("resultType") != "vector":
+        raise AnswerError(f"answer to the {purpose} query is not an instant vector (resultType {_brief(data.get('resultType'))})")
+    return data.get("result")
 
 
 def describe_error(error: BaseException) -> str:
-    """One line for a client error: Prometheus' own error text when it sent one."""
+    """One line for a transport or client error (redacted by the caller)."""
     chain = _causes(error)
-    # urllib3's NewConnectionError is also a timeout class: look for it first.
-    if any(isinstance(e, (urllib3.exceptions.NewConnectionError, ConnectionRefusedError)) for e in chain):
+    if any(isinstance(e, (ssl.SSLError, ssl.CertificateError)) for e in chain):
+        return f"TLS failed: {_words(error)}"[:300]
+    if any(isinstance(e, (httpx.ConnectError, ConnectionRefusedError)) for e in chain):
         return "cannot connect (is Prometheus running, and is the URL right?)"
-    if any(isinstance(e, (requests.exceptions.Timeout, urllib3.exceptions.TimeoutError, TimeoutError)) for e in chain):
+    if any(isinstance(e, (httpx.TimeoutException, TimeoutError)) for e in chain):
         return "timed out"
-    if isinstance(error, requests.exceptions.ConnectionError):
-        return f"connection failed: {error}"[:300]
-    text = str(error)
-    body = _error_body(text)
-    if body is not None:
-        status = re.search(r"HTTP Status Code (\d+)", text)
-        return f"query refused{' (HTTP ' + status.group(1) + ')' if status else ''}: {body}"
-    return f"{type(error).__name__}: {text}".strip()[:300]
+    if isinstance(error, (httpx.RemoteProtocolError, httpx.ReadError)):
+        return f"answer cut short: {_words(error)}"[:300]
+    if isinstance(error, (httpx.InvalidURL, httpx.UnsupportedProtocol)):
+        return f"not a usable URL: {_words(error)}"[:300]
+    if isinstance(error, httpx.HTTPError):
+        return f"connection failed: {_words(error)}"[:300]
+    return f"{type(error).__name__}: {error}".strip()[:300]
+
+
+def _words(error: BaseException) -> str:
+    return str(error).strip() or type(error).__name__
 
 
 def _causes(error: BaseException) -> list[BaseException]:
-    """The error and what it wraps (requests wraps urllib3's errors in args and `reason`)."""
+    """The error and what it wraps (in args, `reason`, __cause__ and __context__)."""
     out: list[BaseException] = []
     pending: list[BaseException] = [error]
     while pending and len(out) < 10:
@@ -125,52 +345,91 @@ def _causes(error: BaseException) -> list[BaseException]:
     return out
 
 
-def _error_body(text: str) -> str | None:
-    """The `error` field of the JSON body quoted (as a bytes repr) in prometheus-api-client's message."""
-    found = re.search(r"\((b(['\"]).*\2)\)\s*$", text, re.DOTALL)
-    if not found:
-        return None
-    try:
-        payload = json.loads(ast.literal_eval(found.group(1)))
-    except (ValueError, SyntaxError):
-        return None
-    detail = payload.get("error") if isinstance(payload, dict) else None
-    return str(detail) if detail else None
-
-
 def failed_figures(window_seconds: float, now: float, error: str) -> FleetFigures:
     fleet = Figures(name="fleet", url="", state="unknown", error=error)
     return FleetFigures(window_seconds, SOURCE, (), fleet, now, source_error=error)
 
 
-def _value(result: Mapping[str, Any]) -> float | None:
-    """A query result's number; NaN and infinities (no data in the window) are unknown."""
+# --- answers -> figures --------------------------------------------------------------------
+
+Row = tuple[Mapping[str, str], "float | None"]
+
+
+def _kind(value: object) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__
+    )
+
+
+def _brief(value: object) -> str:
+    text = json.dumps(value) if isinstance(value, (str, int, float, bool, type(None))) else _kind(value)
+    return text if len(text) <= 40 else text[:40] + "…"
+
+
+def _number(value: object, where: str) -> float | None:
+    """A sample's value: a string Prometheus wrote from a float. NaN and infinities (no data in
+    the window) are unknown, never a number.
+
+    Hook for the impossible-values rule of console.metrics (a negative rate, a share over 1):
+    it applies to whole figures, after `figures_from_answers`.
+    """
+    if not isinstance(value, str):
+        raise AnswerError(f"{where} is {_kind(value)}, not a number in a string")
     try:
-        value = float(result["value"][1])
-    except (KeyError, IndexError, TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
+        number = float(value)
+    except ValueError:
+        raise AnswerError(f"{where} is {_brief(value)}, not a number") from None
+    return number if math.isfinite(number) else None
 
 
-def _by_figure(results: list[dict]) -> dict[str, list[tuple[Mapping[str, str], float | None]]]:
-    out: dict[str, list[tuple[Mapping[str, str], float | None]]] = {}
-    for result in results:
-        labels = result.get("metric", {})
-        out.setdefault(labels.get(promql.FIGURE_LABEL, ""), []).append((labels, _value(result)))
+def _rows(purpose: str, result: object) -> list[Row]:
+    """The (labels, value) pairs of an instant vector's `result`; AnswerError for any other shape."""
+    if not isinstance(result, list):
+        raise AnswerError(f"answer to the {purpose} query: result is {_kind(result)}, not a list")
+    rows: list[Row] = []
+    for index, item in enumerate(result):
+        where = f"answer to the {purpose} query: result[{index}]"
+        if not isinstance(item, dict):
+            raise AnswerError(f"{where} is {_kind(item)}, not an object")
+        labels = item.get("metric")
+        if not isinstance(labels, dict):
+            raise AnswerError(f"{where}.metric is {_kind(labels)}, not an object of labels")
+        for name, value in labels.items():
+            if not isinstance(value, str):
+                raise AnswerError(f"{where}.metric label {_brief(name)} is {_kind(value)}, not a string")
+        pair = item.get("value")
+        if not isinstance(pair, list) or len(pair) != 2 or isinstance(pair[0], bool) or not isinstance(pair[0], (int, float)):
+            raise AnswerError(f"{where}.value is not a [time, \"number\"] pair")
+        rows.append((labels, _number(pair[1], f"{where}.value[1]")))
+    return rows
+
+
+def _by_figure(rows: Iterable[Row]) -> dict[str, list[Row]]:
+    out: dict[str, list[Row]] = {}
+    for labels, value in rows:
+        out.setdefault(labels.get(promql.FIGURE_LABEL, ""), []).append((labels, value))
     return out
 
 
-def _per_instance(rows: list[tuple[Mapping[str, str], float | None]]) -> dict[str, float | None]:
-    return {labels.get("instance", ""): value for labels, value in rows}
+def _instance(labels: Mapping[str, str]) -> str:
+    return labels.get("instance", "")
+
+
+def _per_instance(rows: list[Row]) -> dict[str, float | None]:
+    return {_instance(labels): value for labels, value in rows}
 
 
 def _ratio(part: float | None, whole: float | None) -> float | None:
-    return part / whole if part is not None and whole is not None and whole > 0 else None
+    if part is None or whole is None or not whole > 0:
+        return None
+    ratio = part / whole
+    return ratio if math.isfinite(ratio) else None
 
 
 def _sum(values) -> float | None:
     known = [v for v in values if v is not None]
-    return sum(known) if known else None
+    total = sum(known) if known else None
+    return total if total is None or math.isfinite(total) else None
 
 
 def _max(values) -> float | None:
@@ -178,13 +437,18 @@ def _max(values) -> float | None:
     return max(known) if known else None
 
 
-def figures_from_answers(answers: Mapping[str, list[dict]], window_seconds: float, now: float) -> FleetFigures:
-    """Turn the answers of `promql.refresh_queries` (by purpose) into FleetFigures."""
-    up = _by_figure(answers.get("up", []))
-    rates = _by_figure(answers.get("rates", []))
-    gauges = _by_figure(answers.get("gauges", []))
-    quantiles = _by_figure(answers.get("quantiles", []))
-    fleet_quantiles = {figure: rows[0][1] for figure, rows in _by_figure(answers.get("fleet_quantiles", [])).items() if rows}
+def figures_from_answers(answers: Mapping[str, list], window_seconds: float, now: float) -> FleetFigures:
+    """Turn the `result` lists of `promql.refresh_queries` (by purpose) into FleetFigures.
+
+    Raises AnswerError when a result is not an instant vector of string labels and
+    `[time, "number"]` values (the caller makes that the source's error).
+    """
+    checked = {purpose: _rows(purpose, result) for purpose, result in answers.items()}
+    up = _by_figure(checked.get("up", []))
+    rates = _by_figure(checked.get("rates", []))
+    gauges = _by_figure(checked.get("gauges", []))
+    quantiles = _by_figure(checked.get("quantiles", []))
+    fleet_quantiles = {figure: rows[0][1] for figure, rows in _by_figure(checked.get("fleet_quantiles", [])).items() if rows}
 
     up_by_instance = _per_instance(up.get("up", []))
     scraped_at = _per_instance(up.get("scraped_at", []))
@@ -192,15 +456,15 @@ def figures_from_answers(answers: Mapping[str, list[dict]], window_seconds: floa
     by_reason: dict[str, dict[str, float]] = {}
     for labels, value in rates.get("requests_by_reason", []):
         if value is not None:
-            by_reason.setdefault(labels.get("instance", ""), {})[labels.get("finished_reason", "unknown")] = value
+            by_reason.setdefault(_instance(labels), {})[labels.get("finished_reason", "unknown")] = value
     kv_by: dict[str, dict[str, float]] = {}
     for labels, value in gauges.get("kv_usage", []):
         if value is not None:
-            kv_by.setdefault(labels.get("instance", ""), {})[labels.get("engine") or "0"] = value
+            kv_by.setdefault(_instance(labels), {})[labels.get("engine") or "0"] = value
     running = _per_instance(gauges.get("running", []))
     waiting = _per_instance(gauges.get("waiting", []))
     quantile_by = {figure: _per_instance(rows) for figure, rows in quantiles.items()}
-    engine_configs = _engine_configs_by_instance(answers.get("cache_config", []))
+    engine_configs = _engine_configs_by_instance(checked.get("cache_config", []))
 
     replicas = []
     for instance in sorted(up_by_instance):
@@ -213,10 +477,11 @@ def figures_from_answers(answers: Mapping[str, list[dict]], window_seconds: floa
             values[name] = _ratio(rate_by.get(canonical + "_sum", {}).get(instance), rate_by.get(canonical + "_count", {}).get(instance))
         kv = kv_by.get(instance, {})
         configs = list(engine_configs.get(instance, {}).values())
+        shown = redact(instance)  # a label, but shown and recorded as a replica's name and URL
         replicas.append(
             Figures(
-                name=instance,
-                url=instance,
+                name=shown,
+                url=shown,
                 state=state,
                 error=error,
                 requests_per_second_by_reason=by_reason.get(instance, {}),
@@ -244,13 +509,12 @@ def _state(up: float | None, age: float | None, window_seconds: float, reset: bo
     return "up", ""
 
 
-def _engine_configs_by_instance(results: list[dict]) -> dict[str, dict[str, Mapping[str, str]]]:
+def _engine_configs_by_instance(rows: list[Row]) -> dict[str, dict[str, Mapping[str, str]]]:
     """`cache_config_info` label sets by instance, then engine: KV capacity comes from them."""
     per_engine: dict[str, dict[str, Mapping[str, str]]] = {}
-    for result in results:
-        labels = result.get("metric", {})
+    for labels, _value in rows:
         # Both spellings of the family may be present: one label set per (instance, engine).
-        per_engine.setdefault(labels.get("instance", ""), {}).setdefault(labels.get("engine") or "0", labels)
+        per_engine.setdefault(_instance(labels), {}).setdefault(labels.get("engine") or "0", labels)
     return per_engine
 
 
@@ -267,6 +531,7 @@ def _fleet(
     for per_reason in by_reason.values():
         for reason, value in per_reason.items():
             reasons[reason] = reasons.get(reason, 0.0) + value
+    reasons = {reason: value for reason, value in reasons.items() if math.isfinite(value)}
     for name, canonical in promql.MEAN_FIGURES:
         values[name] = _ratio(_sum(rate_by.get(canonical + "_sum", {}).values()), _sum(rate_by.get(canonical + "_count", {}).values()))
     values.update({name: fleet_quantiles.get(name) for name, _c, _q in QUANTILE_FIGURES})

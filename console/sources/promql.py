@@ -156,9 +156,14 @@ def gauges_query(matchers: str) -> str:
     )
 
 
+# The labels of `cache_config_info` KV capacity is read from (console.metrics.vllm): the info
+# series carries some forty more, ~1.3 KB per engine, that only swell the answer.
+CACHE_CONFIG_LABELS = ("instance", "engine", "kv_cache_size_tokens", "num_gpu_blocks", "block_size")
+
+
 def cache_config_query(matchers: str) -> str:
-    """`cache_config_info` as is: KV capacity comes from its labels, outside PromQL."""
-    return instant_of((CACHE_CONFIG,), matchers)
+    """`cache_config_info`'s capacity labels by instance and engine: KV capacity comes from them, outside PromQL."""
+    return f"max by ({', '.join(CACHE_CONFIG_LABELS)}) ({instant_of((CACHE_CONFIG,), matchers)})"
 
 
 def quantiles_query(matchers: str, window: str, by: str = "instance") -> str:

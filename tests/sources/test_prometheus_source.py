@@ -246,3 +246,128 @@ def test_watch_with_a_bad_selector_says_what_and_exits_2(capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and "--selector 'job=vllm'" in err and 'expected matchers like job="vllm"' in err
+
+
+# --- the transport: capcon's own reads of /api/v1/query ------------------------------------------
+
+
+@pytest.fixture
+async def served_answers():
+    """A loopback Prometheus answering each of the refresh's queries from `answers` (by purpose),
+    gzipped when the client asks, under the path prefix /prom; records each request's query string."""
+    state = {"answers": answers_for([A, B]), "requests": []}
+    purposes = {query: purpose for purpose, query in promql.refresh_queries('job="vllm"', 30).items()}
+
+    async def query(request: web.Request) -> web.StreamResponse:
+        state["requests"].append((dict(request.query), request.headers.get("Accept-Encoding")))
+        purpose = purposes[request.query["query"]]
+        response = web.json_response({"status": "success", "data": {"resultType": "vector", "result": state["answers"][purpose]}})
+        response.enable_compression()  # gzip, as Prometheus answers when asked
+        return response
+
+    app = web.Application()
+    app.router.add_get("/prom/api/v1/query", query)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    yield f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/prom", state
+    await runner.cleanup()
+
+
+async def test_answers_read_over_http_gzipped_give_the_same_figures(served_answers):
+    url, state = served_answers
+    source = PrometheusSource(url + "/?tenant=team-a", 'job="vllm"', window_seconds=30, timeout=5)
+    figures = await source.collect(NOW)
+    await source.aclose()
+    assert figures.source_error == ""
+    assert figures == figures_from_answers(state["answers"], 30.0, NOW)
+    assert len(state["requests"]) == 6
+    for params, encoding in state["requests"]:
+        assert params["time"] == f"{NOW:.3f}" and params["tenant"] == "team-a"  # the base URL's query is kept
+        assert encoding == "gzip"
+
+
+async def test_answers_over_the_cap_are_refused_not_parsed(served_answers):
+    url, _state = served_answers
+    source = PrometheusSource(url, 'job="vllm"', window_seconds=30, timeout=5, max_answer_bytes=2000)
+    figures = await source.collect(NOW)
+    await source.aclose()
+    assert figures.replicas == ()
+    assert figures.source_error == f"Prometheus at {url}: answers larger than {2000 / 1048576:g} MB in total (decompressed); not read (a fleet this large needs --max-answer-mb)"
+
+
+async def test_a_declared_length_over_the_cap_is_refused_before_reading(fake_prometheus):
+    url, behaviour = fake_prometheus
+    behaviour["body"] = {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": [NOW, "1"]}] * 200}}
+    source = PrometheusSource(url, "", window_seconds=10, timeout=2, max_answer_bytes=1000)
+    figures = await source.collect(NOW)
+    await source.aclose()
+    assert "answers larger than" in figures.source_error
+
+
+@pytest.mark.parametrize(
+    "url, problem",
+    [
+        ("ftp://prom:9090", "not a usable URL"),
+        ("http://", "not a usable URL"),
+    ],
+)
+async def test_an_unusable_url_is_a_source_error(url, problem):
+    figures = await PrometheusSource(url, "", 10, timeout=1).collect(NOW)
+    assert problem in figures.source_error and figures.replicas == ()
+
+
+@pytest.mark.parametrize(
+    "typed, message",
+    [
+        ("prom_1:9090", "--prometheus 'prom_1:9090': '_' is not allowed in a host name"),
+        ("http://admin:hunter2@prom:99999", "--prometheus 'http://admin:***@prom:99999': port 99999 is outside 1-65535"),
+    ],
+)
+def test_watch_refuses_an_unusable_prometheus_url_with_exit_2(capsys, typed, message):
+    from console.cli import main
+
+    assert main(["watch", "--once", "--source", "prometheus", "--prometheus", typed]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "hunter2" not in err
+
+
+def test_watch_refuses_a_max_answer_that_is_not_positive(capsys):
+    from console.cli import main
+
+    assert main(["watch", "--once", "--source", "prometheus", "--prometheus", "http://127.0.0.1:9", "--max-answer-mb", "0"]) == 2
+    assert "--max-answer-mb 0: expected a positive number of MB" in capsys.readouterr().err
+
+
+@pytest.fixture
+def self_signed(tmp_path):
+    import ssl
+    import subprocess
+
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    made = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1"],
+        capture_output=True, check=False,
+    )
+    if made.returncode != 0:
+        pytest.skip(f"openssl could not make a test certificate: {made.stderr.decode()[:200]}")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    return context
+
+
+async def test_tls_is_verified_unless_told_otherwise(self_signed):
+    from .servers import serve
+
+    async def query(request: web.Request) -> web.Response:
+        return web.json_response({"status": "success", "data": {"resultType": "vector", "result": []}})
+
+    async with serve(query, path="/api/v1/query", ssl_context=self_signed) as url:
+        verified = PrometheusSource(url, "", 10, timeout=5)
+        insecure = PrometheusSource(url, "", 10, timeout=5, verify=False)
+        refused, answered = await verified.collect(NOW), await insecure.collect(NOW)
+        await verified.aclose()
+        await insecure.aclose()
+    assert refused.source_error.startswith(f"Prometheus at {url}: TLS failed: ") and "CERTIFICATE" in refused.source_error.upper()
+    assert answered.source_error == ""

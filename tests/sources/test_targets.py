@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from console.cli import main
 from console.errors import UserError
 from console.plan.schema import PlanError, masked_target, parse_plan, target_metrics_url
-from console.sources.base import metrics_url, targets_from
+from console.sources.base import Target, metrics_url, shown_targets, targets_from
 
 PLAN = "plans/internal-assistant-18rps.yaml"
 
@@ -69,7 +69,13 @@ def test_metrics_url(given, url):
         ("ftp://x", "scheme 'ftp' is not http or https"),
         ("unix:///run/vllm.sock", "scheme 'unix' is not http or https"),
         ("://10.0.0.5", "what comes before '://' is not a scheme"),
-        ("http://admin:hunter2@10.0.0.5:8000", "credentials in the address"),
+        # Credentials are taken (sent as Basic auth), but only when they cannot be read two ways.
+        ("http://admin:p/ss@10.0.0.5:8000", "an '@' after the host's '/', '?' or '#'"),
+        ("http://10.0.0.5:8000/metrics?mail=a@b", "an '@' after the host's '/', '?' or '#'"),
+        ("http://admin:p@ss@10.0.0.5:8000", "a user name or password may hold"),
+        ("http://admin:p[x]@10.0.0.5:8000", "a user name or password may hold"),
+        ("http://admin:p%zz@10.0.0.5:8000", "a user name or password may hold"),
+        ("http://admin:pw@10.0.0.5:99999", "port 99999 is outside 1-65535"),
     ],
 )
 def test_unusable_target_is_a_user_error(given, problem):
@@ -115,7 +121,8 @@ def test_the_issues_typos_are_exit_2_naming_what_where_and_what_was_expected(cap
         ("admin:hunter2@10.0.0.5:8000", "admin:***@10.0.0.5:8000"),
         ("http://tok3n@10.0.0.5:8000", "http://***@10.0.0.5:8000"),
         ("http://admin:p@ss/w:rd@10.0.0.5:8000", "http://admin:***@10.0.0.5:8000"),
-        ("http://10.0.0.5:99999/metrics?token=abc&x=1", "http://10.0.0.5:99999/metrics?token=***&x=***"),
+        ("http://10.0.0.5:99999/metrics?token=abc&x=1", "http://10.0.0.5:99999/metrics?token=***&x=1"),
+        ("http://h:1/m?API_KEY=a&X-Amz-Signature=b&accessToken=c&keyword=d", "http://h:1/m?API_KEY=***&X-Amz-Signature=***&accessToken=***&keyword=d"),
         ("admin:pw@http://x", "admin:***@http://x"),
     ],
 )
@@ -123,10 +130,31 @@ def test_a_password_is_masked_where_a_target_is_shown(typed, shown):
     assert masked_target(typed) == shown
 
 
+def test_credentials_in_a_target_are_taken_and_never_in_its_name():
+    """user:password@ is sent as Basic auth: the URL to connect keeps it, the name never has it."""
+    assert metrics_url("http://admin:hunter2@10.0.0.5:8000") == "http://admin:hunter2@10.0.0.5:8000/metrics"
+    assert metrics_url("admin:hunter%2F2@10.0.0.5:8000/?token=t0k") == "http://admin:hunter%2F2@10.0.0.5:8000/metrics?token=t0k"
+    [target] = targets_from(["http://admin:hunter2@10.0.0.5:8000"])
+    assert target.name == "10.0.0.5:8000" and target.url == "http://admin:hunter2@10.0.0.5:8000/metrics"
+    [shown] = shown_targets([target])
+    assert shown == Target("10.0.0.5:8000", "http://admin:***@10.0.0.5:8000/metrics")
+
+
+def test_targets_told_apart_only_by_a_secret_keep_a_row_each():
+    targets = targets_from(["http://h:1/metrics?token=a", "http://h:1/metrics?token=b", "http://u:x@h:1", "http://u:y@h:1"])
+    assert len(targets) == 4
+    shown = shown_targets(targets)
+    assert len({t.url for t in shown}) == len({t.name for t in shown}) == 4
+    assert [t.url for t in shown] == [
+        "http://h:1/metrics?token=***", "http://h:1/metrics?token=***#2", "http://u:***@h:1/metrics", "http://u:***@h:1/metrics#2",
+    ]
+    assert not any(secret in t.url + t.name for t in shown for secret in ("token=a", "token=b", ":x@", ":y@"))
+
+
 def test_watch_never_echoes_a_password(capsys):
-    assert main(["watch", "--target", "http://admin:hunter2@10.0.0.5:8000", "--once"]) == 2
+    assert main(["watch", "--target", "http://admin:hunter2@10.0.0.5:99999", "--once"]) == 2
     err = capsys.readouterr().err
-    assert "hunter2" not in err and "admin:***@10.0.0.5:8000" in err and "--token-env" in err
+    assert "hunter2" not in err and "admin:***@10.0.0.5:99999" in err and "port 99999" in err
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
@@ -136,19 +164,30 @@ def test_watch_never_echoes_a_password(capsys):
     password=st.text(max_size=20),
     rest=st.sampled_from(["10.0.0.5:8000", "10.0.0.5:99999", "h_st:1", "[::1]:8000/metrics?token=x", "x;y", ""]),
 )
-def test_a_password_never_appears_in_the_refusal(scheme, user, password, rest):
+def test_a_password_never_appears_in_a_refusal_or_a_name(scheme, user, password, rest):
+    """Taken or refused, the password shows nowhere: not in the refusal, the name or the shown URL."""
     secret = "S3CRET" + password
     typed = f"{scheme}{user}:{secret}@{rest}"
-    with pytest.raises(UserError) as error:
-        metrics_url(typed)
-    assert "S3CRET" not in str(error.value)
+    try:
+        targets = targets_from([typed])
+    except UserError as error:
+        assert "S3CRET" not in str(error)
+        return
+    [shown] = shown_targets(targets)
+    assert "S3CRET" not in shown.name and "S3CRET" not in shown.url and "S3CRET" not in targets[0].name
+    assert ":***@" in shown.url
 
 
 def test_a_plan_file_never_echoes_a_password():
-    text = _plan_with_targets(["http://admin:hunter2@10.0.0.5:8000"])
+    text = _plan_with_targets(["http://admin:hunter2@10.0.0.5:99999"])
     with pytest.raises(PlanError) as error:
         parse_plan(text, "p.yaml")
-    assert "hunter2" not in str(error.value) and "fleet.targets[0]: got 'http://admin:***@10.0.0.5:8000'" in str(error.value)
+    assert "hunter2" not in str(error.value) and "fleet.targets[0]: got 'http://admin:***@10.0.0.5:99999'" in str(error.value)
+
+
+def test_a_plan_takes_a_target_with_credentials():
+    plan = parse_plan(_plan_with_targets(["http://admin:hunter2@10.0.0.5:8000"]), "p.yaml")
+    assert plan.fleet.targets == ("http://admin:hunter2@10.0.0.5:8000",)
 
 
 # --- properties: hostile text never escapes as anything but a refusal -----
