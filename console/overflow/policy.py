@@ -97,7 +97,8 @@ def parse_switch(body: object, plan_policy: Policy, now: float) -> Policy:
              "defer_action", "max_batch_queue", "reason", "actor", "for"}
     unknown = sorted(str(k) for k in body if k not in known)
     if unknown:
-        raise PolicyError(unknown[0], f"unknown field; expected one of {', '.join(sorted(known))}")
+        # An empty name is still named: the client must see which field was refused.
+        raise PolicyError(unknown[0] or '""', f"unknown field; expected one of {', '.join(sorted(known))}")
     mode = body.get("mode")
     if mode not in MODES:
         raise PolicyError("mode", f"got {_shown(mode)}; expected one of {', '.join(MODES)}")

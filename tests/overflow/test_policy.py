@@ -40,6 +40,7 @@ def test_a_switch_keeps_the_plans_parameters_it_does_not_name_and_says_who_and_w
         pytest.param({"mode": "pass", "reason": "x", "for": "30d"}, "for", "at most 7d", id="expiry too long"),
         pytest.param({"mode": "pass", "reason": "x", "for": 0}, "for", "longer than zero", id="zero expiry"),
         pytest.param({"mode": "pass", "reason": "x", "colour": "red"}, "colour", "unknown field", id="unknown field"),
+        pytest.param({"mode": "pass", "reason": "x", "": None}, '""', "unknown field", id="unknown field, empty name"),
         pytest.param({"mode": "defer", "reason": "x", "defer_action": "drop"}, "defer_action", "reject or hold",
                      id="bad defer action"),
         pytest.param({"mode": "hosted", "reason": "x"}, "mode", "prompts_may_leave is false", id="hosted not allowed"),

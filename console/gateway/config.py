@@ -1,0 +1,134 @@
+"""What a gateway is started with: addresses, the plan's policy, limits, the hosted endpoint.
+
+`policy_from_plan` turns a plan's `overflow` section into the policy the gateway
+returns to when a switch expires; `base_url` and `host_port` check addresses by
+the same rule as `--target` elsewhere in capcon.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from console.overflow.policy import Policy
+from console.plan.schema import TARGET_EXPECTED, masked_target, target_metrics_url
+
+DEFAULT_LISTEN = ("127.0.0.1", 8080)
+DEFAULT_ADMIN = ("127.0.0.1", 8081)
+DEFAULT_MAX_BODY = 4 * 1024 * 1024
+MAX_TARGETS = 1024
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    targets: tuple[str, ...]  # replica base URLs, http://host:port
+    plan_policy: Policy
+    planned_cap: int | None = None  # in flight per replica in the queueing modes (the planner's concurrency)
+    listen: tuple[str, int] = DEFAULT_LISTEN
+    admin: tuple[str, int] | None = None  # None: no admin listener
+    admin_token: str | None = field(default=None, repr=False)
+    hosted_url: str | None = None
+    hosted_models: Mapping[str, str] = field(default_factory=dict)  # local model -> hosted model ("*": any)
+    hosted_key: str | None = field(default=None, repr=False)
+    hosted_price_per_million: float | None = None
+    off_peak: Callable[[float], float | None] | None = None  # now (epoch s) -> seconds to the next off-peak
+    batch_release_share: float = 0.5  # held deferrable work goes to replicas under this share of the cap
+    health_interval: float = 5.0
+    health_timeout: float = 2.0
+    drain_timeout: float = 30.0
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    connect_timeout: float = 3.0
+    upstream_timeout: float = 600.0  # longest silence from a replica inside one answer
+    fleet_name: str = "gateway"
+    history: object | None = None  # a history.SwitchHistory, or None
+
+
+def policy_from_plan(plan, replicas: int, instances: int = 1, set_at: float = 0.0) -> Policy:
+    """The plan's overflow section as a policy for one of `instances` gateways in front of `replicas` replicas.
+
+    The plan's `max_queue` is per replica (console/plan/model.py), so the gateway's bound is that
+    times the replicas it fronts, shared out between the gateways behind the load balancer.
+    """
+    overflow = plan.overflow
+    return Policy(
+        mode=overflow.mode,
+        max_queue=max(1, math.ceil(overflow.max_queue * replicas / instances)),
+        max_wait_seconds=float(overflow.max_wait_seconds),
+        hosted_allowed=bool(plan.data.prompts_may_leave),
+        actor="plan",
+        reason=f"the plan's overflow section ({plan.source_path or plan.name})",
+        set_at=set_at,
+    )
+
+
+def planned_cap_from_plan(plan, instances: int = 1) -> int:
+    """The planner's concurrency per replica at the peak (at the plan's efficiencies), shared between gateways."""
+    from console.plan.sizing import size  # noqa: PLC0415
+
+    sizing = size(plan)
+    concurrency = sizing.expected_concurrency
+    if not math.isfinite(concurrency) or concurrency <= 0:
+        concurrency = sizing.concurrency
+    return max(1, math.ceil(min(concurrency, plan.replica.max_num_seqs) / instances))
+
+
+def off_peak_from_plan(plan) -> Callable[[float], float | None]:
+    from console.gateway.offpeak import seconds_to_idle_window  # noqa: PLC0415
+    from console.plan.schedule import schedule  # noqa: PLC0415
+
+    windows = tuple((w.weekday, w.hour, w.hours) for w in schedule(plan).idle_windows)
+    zone = plan.timezone
+    return lambda now: seconds_to_idle_window(windows, now, zone)
+
+
+def base_url(text: str) -> str:
+    """A replica's address (host:port or a URL) -> http(s)://host:port; ValueError saying what is wrong."""
+    url = target_metrics_url(text)
+    parts = urlsplit(url)
+    return f"{parts.scheme.lower()}://{parts.netloc}"
+
+
+def shown(text: str) -> str:
+    return masked_target(text)
+
+
+def host_port(text: str, option: str) -> tuple[str, int]:
+    """'127.0.0.1:8080', ':8080' (all interfaces), '[::1]:8080' -> (host, port); port 0: a free port."""
+    value = text.strip()
+    if value.startswith("["):
+        host, bracket, rest = value[1:].partition("]")
+        if not bracket or not rest.startswith(":"):
+            raise ValueError(f"{option} {value!r}: expected [IPv6]:PORT")
+        port_text = rest[1:]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{option} {value!r}: {host!r} is not an IPv6 address") from None
+    else:
+        host, colon, port_text = value.rpartition(":")
+        if not colon:
+            raise ValueError(f"{option} {value!r}: expected HOST:PORT, such as 127.0.0.1:8080")
+        host = host or "0.0.0.0"
+        try:
+            base_url(f"{host}:1")
+        except ValueError as problem:
+            raise ValueError(f"{option} {value!r}: {problem}") from None
+    if not port_text.isdigit() or len(port_text) > 5 or not 0 <= int(port_text) <= 65535:
+        raise ValueError(f"{option} {value!r}: port {port_text!r} is not a number from 0 to 65535")
+    return host, int(port_text)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+__all__ = ["GatewayConfig", "policy_from_plan", "planned_cap_from_plan", "off_peak_from_plan", "base_url",
+           "host_port", "is_loopback", "TARGET_EXPECTED"]

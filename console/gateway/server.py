@@ -1,0 +1,904 @@
+"""The gateway server: the fleet's front door, enforcing the overflow policy (aiohttp, one event loop).
+
+Every arrival is put to `console.overflow.admission.admit` with the policy in force and the load
+now. The answer is carried out here:
+
+- Forward: a lease on the replica is taken at once (its in-flight count goes up in the same
+  step as the decision, so no two arrivals see the same free slot) and held until the whole
+  response has been passed on, streaming included; a client that disconnects cancels its
+  handler (aiohttp's handler cancellation), which closes the upstream connection, so the
+  replica aborts the request and frees its KV. A replica that refuses the connection is marked
+  unhealthy (the request never reached it, so it is decided again) and retried by the health
+  checks.
+- Wait: one FIFO queue with an absolute deadline per request (a timer answers 503 when it
+  passes), and a batch queue for held deferrable work. Whenever a lease ends, a policy switches
+  or a replica comes back, the head of the queue goes to `least_loaded`.
+- Hosted: the request goes to the hosted endpoint; if that fails before anything was sent to
+  the client, the request is decided again under the bounded queue.
+- Refuse: an OpenAI-style error with Retry-After, at once.
+
+Every request gets exactly one answer: each handler returns one response, and a queued request's
+future is resolved once (granted, timed out or shut down), whichever comes first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import itertools
+import json
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import replace
+from datetime import datetime, timezone
+
+import aiohttp
+from aiohttp import web
+
+from console.gateway import answers
+from console.gateway.config import GatewayConfig
+from console.gateway.drain import DrainMeter
+from console.gateway.telemetry import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from console.gateway.telemetry import OUTCOMES, Telemetry
+from console.overflow.admission import (
+    Forward, Hosted, Load, ReplicaLoad, Refuse, Wait, admit, cap_of, least_loaded, retry_after, shutting_down,
+    timed_out,
+)
+from console.overflow.policy import MAX_QUEUE, Policy, PolicyError, as_json, in_force, parse_switch, summary
+
+log = logging.getLogger("capcon.gateway")
+
+GENERATE = ("/v1/completions", "/v1/chat/completions")
+CLASS_HEADER = "x-capcon-class"
+ADMIN_MAX_BODY = 64 * 1024
+MAX_REQUEST_ID = 128
+UPSTREAM_ERROR_BODY = 64 * 1024
+KEEPALIVE_SECONDS = 4.0
+MODELS_EVERY_CHECKS = 12  # a healthy replica's model list is read again every this many health checks
+# Refusals by admission code -> the outcome they are counted under.
+REFUSAL_OUTCOMES = {"queue_full": "rejected", "no_replica_available": "rejected", "shutting_down": "rejected",
+                    "queue_timeout": "timed_out", "deferred": "deferred", "batch_queue_full": "deferred"}
+
+
+class Replica:
+    """One replica as the gateway sees it: address, leases held, health, models served."""
+
+    __slots__ = ("url", "name", "in_flight", "healthy", "models", "checks", "answered", "refused", "problem")
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.name = url.split("://", 1)[-1]
+        self.in_flight = 0
+        self.healthy = True  # until a check or a refused connection says otherwise
+        self.models: frozenset[str] = frozenset()
+        self.checks = 0
+        self.answered = 0
+        self.refused = 0
+        self.problem = ""
+
+
+class _Granted:
+    """A queued request's lease, taken by the dispatcher on its behalf."""
+
+    __slots__ = ("replica",)
+
+    def __init__(self, replica: Replica) -> None:
+        self.replica = replica
+
+
+class _Waiter:
+    __slots__ = ("future", "queue", "policy", "since", "timer")
+
+    def __init__(self, future: asyncio.Future, queue: str, policy: Policy, since: float) -> None:
+        self.future = future
+        self.queue = queue
+        self.policy = policy
+        self.since = since
+        self.timer: asyncio.TimerHandle | None = None
+
+
+def _iso(at: float) -> str:
+    return datetime.fromtimestamp(at, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig, clock=time.time) -> None:
+        if not config.targets:
+            raise ValueError("a gateway needs at least one replica")
+        if config.plan_policy.mode == "hosted" and not config.hosted_url:
+            raise ValueError("hosted mode without a hosted endpoint")
+        self.config = config
+        self.clock = clock
+        self.plan_policy = config.plan_policy
+        if not self.plan_policy.set_at:
+            self.plan_policy = replace(self.plan_policy, set_at=clock())
+        self.current = self.plan_policy
+        unique = list(dict.fromkeys(config.targets))
+        self.replicas = [Replica(url) for url in unique]
+        self._by_name = {r.name: r for r in self.replicas}
+        self.models: frozenset[str] = frozenset()
+        self.queue: OrderedDict[int, _Waiter] = OrderedDict()
+        self.batch: OrderedDict[int, _Waiter] = OrderedDict()
+        self._keys = itertools.count()
+        self.counts = {(o, c): 0 for o in OUTCOMES for c in ("interactive", "deferrable")}
+        self.hosted_usage = {"prompt_tokens": 0, "completion_tokens": 0}
+        self.switches = 0
+        self.stopping = False
+        self.telemetry = Telemetry(
+            [r.name for r in self.replicas],
+            queue_length=lambda q: len(self.queue if q == "interactive" else self.batch),
+            in_flight=lambda name: self._by_name[name].in_flight,
+            healthy=lambda name: self._by_name[name].healthy,
+        )
+        self.telemetry.policy(self.current)
+        self.url = ""
+        self.admin_url = ""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._drain: DrainMeter | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._hosted_session: aiohttp.ClientSession | None = None
+        self._runner: web.AppRunner | None = None
+        self._admin_runner: web.AppRunner | None = None
+        self._health_task: asyncio.Task | None = None
+        self._expiry: asyncio.TimerHandle | None = None
+        self._idle = asyncio.Event()
+        self._hurry = asyncio.Event()
+        self._closed = False
+
+    # ------------------------------------------------------------------ life cycle
+
+    async def start(self) -> None:
+        """Check the replicas once, then listen (the main port, and the admin port if configured)."""
+        self._loop = asyncio.get_running_loop()
+        self._drain = DrainMeter(self._loop.time())
+        config = self.config
+        self._session = aiohttp.ClientSession(
+            # Idle upstream connections are closed before a replica's own keep-alive ends them (uvicorn's,
+            # in front of vLLM, is 5 s), so a request is never sent on a connection the replica is closing.
+            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=KEEPALIVE_SECONDS),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=config.connect_timeout,
+                                          sock_read=config.upstream_timeout),
+            auto_decompress=False, skip_auto_headers=("User-Agent",),
+        )
+        if config.hosted_url:
+            self._hosted_session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=max(config.connect_timeout, 5.0),
+                                              sock_read=config.upstream_timeout),
+            )
+        try:
+            await self._check_all()
+            self._runner = web.AppRunner(self._main_app(), access_log=None, handle_signals=False,
+                                         shutdown_timeout=1.0, handler_cancellation=True)
+            await self._runner.setup()
+            host, port = config.listen
+            await web.TCPSite(self._runner, host, port, reuse_address=True).start()
+            self.url = _url_of(self._runner, host)
+            if config.admin is not None:
+                if not config.admin_token:
+                    raise ValueError("the admin listener needs a token")
+                self._admin_runner = web.AppRunner(self._admin_app(), access_log=None, handle_signals=False,
+                                                   shutdown_timeout=1.0)
+                await self._admin_runner.setup()
+                host, port = config.admin
+                await web.TCPSite(self._admin_runner, host, port, reuse_address=True).start()
+                self.admin_url = _url_of(self._admin_runner, host)
+        except BaseException:
+            await self._close_all()
+            raise
+        self._health_task = asyncio.create_task(self._health_loop(), name="capcon-gateway-health")
+        self._arm_expiry()
+
+    async def stop(self, drain_timeout: float | None = None) -> None:
+        """Stop accepting; answer every queued request 503 (shutting down); let leases end, up to the drain timeout."""
+        if self._closed:
+            return
+        self.stopping = True
+        loop = self._loop
+        if self._runner is not None:
+            for site in list(self._runner.sites):
+                await site.stop()
+        load = self._load()
+        for queue in (self.queue, self.batch):
+            while queue:
+                _, waiter = queue.popitem(last=False)
+                self._settle(waiter, shutting_down(load))
+        timeout = self.config.drain_timeout if drain_timeout is None else drain_timeout
+        deadline = loop.time() + timeout
+        while self.in_flight() > 0 and not self._hurry.is_set():
+            left = deadline - loop.time()
+            if left <= 0:
+                log.warning("drain timeout: %d response(s) still in flight are cut off", self.in_flight())
+                break
+            self._idle.clear()
+            hurry = asyncio.ensure_future(self._hurry.wait())
+            idle = asyncio.ensure_future(self._idle.wait())
+            await asyncio.wait({hurry, idle}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            hurry.cancel()
+            idle.cancel()
+        await self._close_all()
+
+    def hurry(self) -> None:
+        """A second Ctrl+C or SIGTERM: stop waiting for in-flight responses."""
+        self._hurry.set()
+
+    async def _close_all(self) -> None:
+        self._closed = True
+        if self._expiry is not None:
+            self._expiry.cancel()
+        if self._health_task is not None:
+            self._health_task.cancel()
+            try:
+                await self._health_task
+            except asyncio.CancelledError:
+                pass
+        for runner in (self._runner, self._admin_runner):
+            if runner is not None:
+                await runner.cleanup()
+        for session in (self._session, self._hosted_session):
+            if session is not None:
+                await session.close()
+        history = self.config.history
+        if history is not None:
+            await asyncio.get_running_loop().run_in_executor(None, history.close)
+
+    # ------------------------------------------------------------------ load and leases
+
+    def in_flight(self) -> int:
+        return sum(r.in_flight for r in self.replicas)
+
+    def _replica_load(self) -> Load:
+        return Load(tuple(ReplicaLoad(r.name, r.in_flight, r.healthy) for r in self.replicas))
+
+    def _load(self, request_class: str = "interactive") -> Load:
+        now = self._loop.time() if self._loop else 0.0
+        off_peak = None
+        if request_class == "deferrable" and self.config.off_peak is not None:
+            off_peak = self.config.off_peak(self.clock())
+        return Load(
+            tuple(ReplicaLoad(r.name, r.in_flight, r.healthy) for r in self.replicas),
+            queued=len(self.queue), batch_queued=len(self.batch),
+            completions_per_second=self._drain.rate(now) if self._drain else None,
+            seconds_to_off_peak=off_peak,
+        )
+
+    def _lease(self, name: str) -> Replica:
+        replica = self._by_name[name]
+        replica.in_flight += 1
+        return replica
+
+    def _end_lease(self, replica: Replica, reached: bool) -> None:
+        replica.in_flight -= 1
+        if reached:
+            self._drain.completed(self._loop.time())
+        self._pump()
+        if self.stopping and self.in_flight() == 0:
+            self._idle.set()
+
+    def _pump(self) -> None:
+        """Hand free slots to the head of the queue, then (with the queue empty) to held deferrable work."""
+        if not self.queue and not self.batch:
+            return
+        policy = self.policy()
+        cap = cap_of(policy, self.config.planned_cap)
+        while self.queue:
+            name = least_loaded(self._replica_load(), cap)
+            if name is None:
+                return  # interactive requests waiting: nothing for the batch either
+            _, waiter = self.queue.popitem(last=False)
+            self._settle(waiter, _Granted(self._lease(name)))
+        if self.batch:
+            batch_cap = cap
+            if policy.mode == "defer":
+                # Held work runs only while the fleet has room: replicas under a share of the cap.
+                batch_cap = max(1, int((cap or 2) * self.config.batch_release_share))
+            while self.batch:
+                name = least_loaded(self._replica_load(), batch_cap)
+                if name is None:
+                    return
+                _, waiter = self.batch.popitem(last=False)
+                self._settle(waiter, _Granted(self._lease(name)))
+
+    def _settle(self, waiter: _Waiter, result) -> None:
+        """The one answer a waiting request gets from the queue (the caller has removed it from its queue)."""
+        if waiter.timer is not None:
+            waiter.timer.cancel()
+        if waiter.future.done():
+            if isinstance(result, _Granted):
+                self._end_lease(result.replica, reached=False)
+            return
+        self.telemetry.waited(waiter.queue, self._loop.time() - waiter.since)
+        waiter.future.set_result(result)
+
+    def _expire(self, key: int, waiter: _Waiter) -> None:
+        if self.queue.pop(key, None) is None:
+            return
+        waiter.timer = None
+        self._settle(waiter, timed_out(waiter.policy, self._load()))
+
+    async def _wait(self, decision: Wait, policy: Policy):
+        queue = self.queue if decision.queue == "interactive" else self.batch
+        if len(queue) >= MAX_QUEUE:  # pass with a cap waits without a bound of its own: this is the gateway's
+            return Refuse(429, "queue_full", f"the gateway holds {len(queue)} waiting requests, its most",
+                          retry_after(len(queue), self._drain.rate(self._loop.time()), policy.max_wait_seconds))
+        loop = self._loop
+        future = loop.create_future()
+        waiter = _Waiter(future, decision.queue, policy, loop.time())
+        key = next(self._keys)
+        queue[key] = waiter
+        self.telemetry.queued(decision.queue, len(queue))
+        if decision.deadline is not None:
+            waiter.timer = loop.call_at(decision.deadline, self._expire, key, waiter)
+        if decision.queue == "batch":
+            self._pump()
+        try:
+            return await future
+        except asyncio.CancelledError:  # the client left while waiting
+            if queue.pop(key, None) is not None:
+                if waiter.timer is not None:
+                    waiter.timer.cancel()
+                self.telemetry.waited(decision.queue, loop.time() - waiter.since)
+            if future.done() and not future.cancelled() and isinstance(future.result(), _Granted):
+                self._end_lease(future.result().replica, reached=False)
+            future.cancel()
+            raise
+
+    # ------------------------------------------------------------------ the policy
+
+    def policy(self) -> Policy:
+        """The policy in force now: a switch until it runs out, then the plan's (the gateway switches back itself)."""
+        current = self.current
+        if current.expires_at is not None:
+            active = in_force(current, self.plan_policy, self.clock())
+            if active is not current:
+                self._apply(active, actor="gateway",
+                            reason=f"the switch by {current.actor} ran out; back to the plan's policy", expired=True)
+                return self.current
+        return current
+
+    def switch(self, body: object) -> tuple[Policy, Policy]:
+        """Apply an admin switch (PUT /admin/policy body); PolicyError naming the field if it cannot be."""
+        old = self.policy()
+        new = parse_switch(body, self.plan_policy, self.clock())
+        if new.mode == "hosted" and not self.config.hosted_url:
+            raise PolicyError("mode", "hosted is refused: this gateway has no hosted endpoint (--hosted-url)")
+        if new.mode != "pass" and cap_of(new, self.config.planned_cap) is None:
+            raise PolicyError("max_inflight_per_replica", f"required for {new.mode}: without a plan (or "
+                              "--max-inflight) there is no in-flight cap per replica, so nothing would ever wait")
+        self._apply(new, actor=new.actor, reason=new.reason, expired=False, previous=old)
+        return old, new
+
+    def _apply(self, new: Policy, actor: str, reason: str, expired: bool, previous: Policy | None = None) -> None:
+        old = previous if previous is not None else self.current
+        self.current = new
+        self.switches += 1
+        now = self.clock()
+        parameters = {k: v for k, v in as_json(new).items()
+                      if k in ("max_queue", "max_wait_seconds", "max_inflight_per_replica", "hosted_after_queue",
+                               "defer_action", "max_batch_queue")}
+        until = f"; until {_iso(new.expires_at)}" if new.expires_at is not None else ""
+        shown = " ".join(f"{k}={v}" for k, v in parameters.items())
+        log.info("overflow switch by %s at %s: %s -> %s (%s%s); reason: %s", actor, _iso(now), old.mode, new.mode,
+                 shown, until, reason)
+        history = self.config.history
+        if history is not None:
+            history.write(now, f"{old.mode} -> {new.mode}", {
+                "actor": actor, "at": now, "from": old.mode, "to": new.mode, "parameters": parameters,
+                "reason": reason, "expires_at": new.expires_at, "expired": expired, "summary": summary(new),
+                "previous": {k: v for k, v in as_json(old).items() if k != "summary"}, "gateway": self.url,
+            })
+        self.telemetry.policy(new, switched=True)
+        self._arm_expiry()
+        self._pump()
+
+    def _arm_expiry(self) -> None:
+        """A timer for the switch's end, so it reverts even with no traffic to notice it."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        expires = self.current.expires_at
+        if expires is None or self._loop is None or self._closed:
+            return
+        delay = max(0.0, expires - self.clock()) + 0.01
+        self._expiry = self._loop.call_later(delay, self._expiry_due)
+
+    def _expiry_due(self) -> None:
+        self._expiry = None
+        if self.policy().expires_at is not None:
+            self._arm_expiry()  # woken early (a clock step): wait again
+
+    # ------------------------------------------------------------------ health
+
+    async def _health_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.health_interval)
+            try:
+                await self._check_all()
+            except Exception:  # noqa: BLE001 - a check must never end the checking
+                log.exception("health check round failed")
+
+    async def _check_all(self) -> None:
+        await asyncio.gather(*(self._check(r) for r in self.replicas))
+        models = frozenset().union(*(r.models for r in self.replicas))
+        self.models = models
+
+    async def _check(self, replica: Replica) -> None:
+        timeout = aiohttp.ClientTimeout(total=self.config.health_timeout)
+        problem = ""
+        try:
+            async with self._session.get(replica.url + "/health", timeout=timeout) as response:
+                await response.read()
+                if response.status != 200:
+                    problem = f"/health answered {response.status}"
+            if not problem and (not replica.models or replica.checks % MODELS_EVERY_CHECKS == 0):
+                async with self._session.get(replica.url + "/v1/models", timeout=timeout) as response:
+                    if response.status == 200:
+                        cards = (await response.json(content_type=None)).get("data") or []
+                        replica.models = frozenset(c["id"] for c in cards if isinstance(c, dict)
+                                                   and isinstance(c.get("id"), str))
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, AttributeError) as error:
+            problem = _problem(error)
+        replica.checks += 1
+        self._set_health(replica, not problem, problem)
+
+    def _set_health(self, replica: Replica, healthy: bool, problem: str) -> None:
+        replica.problem = problem
+        if healthy == replica.healthy:
+            return
+        replica.healthy = healthy
+        if healthy:
+            log.info("replica %s is back: requests go to it again", replica.name)
+            self._pump()
+        else:
+            log.warning("replica %s is skipped: %s (checked again every %g s)", replica.name, problem,
+                        self.config.health_interval)
+
+    # ------------------------------------------------------------------ the main listener
+
+    def _main_app(self) -> web.Application:
+        app = web.Application(client_max_size=self.config.max_body_bytes)
+        app.router.add_post("/v1/completions", self._completions)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_route("*", "/{tail:.*}", self._unknown)
+        return app
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "/v1/completions")
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "/v1/chat/completions")
+
+    def _answered(self, outcome: str, request_class: str) -> None:
+        self.counts[(outcome, request_class)] += 1
+        self.telemetry.answered(outcome, request_class)
+
+    def _invalid(self, status: int, message: str, code: str, rid: str, request_class: str,
+                 param: str | None = None) -> web.Response:
+        self._answered("invalid", request_class)
+        return answers.error(status, message, code, retry_after=1, request_id=rid, outcome="invalid", param=param)
+
+    def _refused(self, refusal: Refuse, request_class: str, rid: str) -> web.Response:
+        outcome = REFUSAL_OUTCOMES.get(refusal.code, "rejected")
+        self._answered(outcome, request_class)
+        self.telemetry.retry_after(refusal.retry_after)
+        return answers.error(refusal.status, refusal.message, refusal.code, retry_after=refusal.retry_after,
+                             request_id=rid, outcome=outcome, close=self.stopping)
+
+    def _retry_seconds(self, fallback: float = 5.0) -> int:
+        return retry_after(len(self.queue), self._drain.rate(self._loop.time()), fallback)
+
+    async def _generate(self, request: web.Request, path: str) -> web.StreamResponse:
+        rid = request.headers.get("x-request-id", "")
+        if not rid or len(rid) > MAX_REQUEST_ID or not rid.isprintable():
+            rid = uuid.uuid4().hex
+        kind = request.headers.get(CLASS_HEADER, "interactive").strip().lower() or "interactive"
+        if kind not in ("interactive", "deferrable"):
+            return self._invalid(400, f"header {CLASS_HEADER}: got {kind[:40]!r}; expected interactive or deferrable",
+                                 "invalid_class", rid, "interactive", CLASS_HEADER)
+        if self.stopping:
+            return self._refused(shutting_down(self._load()), kind, rid)
+        limit = self.config.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            return self._too_large(rid, kind)
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return self._too_large(rid, kind)
+        try:
+            payload = json.loads(raw)
+        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested past any real request
+            return self._invalid(400, "the request body is not valid JSON", "invalid_json", rid, kind)
+        if not isinstance(payload, dict):
+            return self._invalid(400, "the request body must be a JSON object", "invalid_json", rid, kind)
+        model = payload.get("model")
+        if model is not None and not isinstance(model, str):
+            return self._invalid(400, "model: expected the model's name as a string", "invalid_model", rid, kind,
+                                 "model")
+        if model is not None and self.models and model not in self.models:
+            return self._invalid(404, f"The model `{model[:200]}` does not exist.", "model_not_found", rid, kind,
+                                 "model")
+        return await self._serve(request, path, raw, payload, kind, rid)
+
+    def _too_large(self, rid: str, kind: str) -> web.Response:
+        response = self._invalid(413, f"the request body is over {self.config.max_body_bytes} bytes",
+                                 "request_too_large", rid, kind)
+        response.force_close()  # the rest of the body is not read
+        return response
+
+    async def _serve(self, request, path, raw, payload, kind, rid) -> web.StreamResponse:
+        loop = self._loop
+        cap = self.config.planned_cap
+        policy = self.policy()
+        decision = admit(policy, self._load(kind), kind, loop.time(), cap)
+        if type(decision) is Forward:
+            decision = _Granted(self._lease(decision.replica))
+        refused_connections = 0
+        while True:
+            if type(decision) is _Granted:
+                answer = await self._local(request, decision.replica, path, raw, rid, kind)
+                if answer is not None:
+                    return answer
+                # The replica refused the connection: the request never reached it; decide again.
+                refused_connections += 1
+                if refused_connections > len(self.replicas):
+                    decision = Refuse(503, "no_replica_available", "no replica of the fleet is answering",
+                                      self._retry_seconds(10))
+                    continue
+                policy = self.policy()
+                decision = admit(policy, self._load(kind), kind, loop.time(), cap)
+                if type(decision) is Forward:
+                    decision = _Granted(self._lease(decision.replica))
+            elif type(decision) is Wait:
+                decision = await self._wait(decision, policy)
+            elif type(decision) is Hosted:
+                answer = await self._hosted(request, path, payload, rid, kind)
+                if answer is not None:
+                    return answer
+                # The hosted endpoint failed before answering: the bounded queue, for this request.
+                policy = replace(policy, mode="bounded_queue")
+                decision = admit(policy, self._load(kind), kind, loop.time(), cap)
+                if type(decision) is Forward:
+                    decision = _Granted(self._lease(decision.replica))
+            elif type(decision) is Refuse:
+                return self._refused(decision, kind, rid)
+            else:  # pragma: no cover - admit returns one of the four
+                raise TypeError(f"unexpected decision {decision!r}")
+
+    async def _local(self, request: web.Request, replica: Replica, path: str, raw: bytes, rid: str,
+                     kind: str) -> web.StreamResponse | None:
+        """Pass the request to `replica` under the lease already taken, and its answer back. None: refused."""
+        reached = False
+        try:
+            headers = {"Content-Type": "application/json", "x-request-id": rid}
+            auth = request.headers.get("Authorization")
+            if auth:
+                headers["Authorization"] = auth
+            try:
+                upstream = await self._session.post(replica.url + path, data=raw, headers=headers)
+            except aiohttp.ClientConnectorError as error:
+                replica.refused += 1
+                self._set_health(replica, False, _problem(error))
+                return None
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
+                reached = True
+                return self._upstream_failed(replica, error, rid, kind)
+            reached = True
+            return await self._relay(request, upstream, replica, rid, kind)
+        finally:
+            self._end_lease(replica, reached)
+
+    async def _relay(self, request, upstream: aiohttp.ClientResponse, replica: Replica, rid: str,
+                     kind: str) -> web.StreamResponse:
+        finished = False
+        try:
+            status = upstream.status
+            outcome = "error" if status >= 500 else "local"
+            if status != 200:
+                body = await upstream.content.read(UPSTREAM_ERROR_BODY)
+                finished = upstream.content.at_eof()
+                message, code, param = answers.normalized_upstream_error(status, body)
+                self._answered(outcome, kind)
+                replica.answered += 1
+                return answers.error(status, message, code, retry_after=self._retry_seconds(), request_id=rid,
+                                     outcome=outcome, param=param)
+            content_type = upstream.headers.get("Content-Type", "application/json")
+            head = {"Content-Type": content_type, "x-request-id": rid, "x-capcon-outcome": "local"}
+            encoding = upstream.headers.get("Content-Encoding")
+            if encoding:
+                head["Content-Encoding"] = encoding
+            if not content_type.startswith("text/event-stream"):
+                body = await upstream.read()
+                finished = True
+                self._answered("local", kind)
+                replica.answered += 1
+                return web.Response(status=200, body=body, headers=head)
+            head["Cache-Control"] = "no-cache"
+            response = web.StreamResponse(status=200, headers=head)
+            self._answered("local", kind)  # counted once the answer starts: it is the one answer
+            replica.answered += 1
+            try:
+                await response.prepare(request)
+                async for chunk in upstream.content.iter_any():
+                    await response.write(chunk)
+                finished = True
+                await response.write_eof()
+            except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, asyncio.TimeoutError) as error:
+                log.warning("replica %s broke off a stream: %s", replica.name, _problem(error))
+                try:
+                    await response.write_eof()
+                except (ConnectionError, RuntimeError):
+                    pass
+            except (ConnectionError, RuntimeError):
+                pass  # the client left: closing the upstream (below) aborts the request on the replica
+            return response
+        finally:
+            if finished:
+                upstream.release()
+            else:
+                upstream.close()  # a half-read answer: drop the connection so the replica sees the abort
+
+    def _upstream_failed(self, replica: Replica, error: BaseException, rid: str, kind: str) -> web.Response:
+        self._answered("error", kind)
+        log.warning("replica %s failed a request: %s", replica.name, _problem(error))
+        return answers.error(502, f"the replica failed to answer ({_problem(error)})", "upstream_error",
+                             retry_after=self._retry_seconds(), request_id=rid, outcome="error")
+
+    # ------------------------------------------------------------------ hosted
+
+    def _hosted_target(self, path: str) -> str:
+        base = self.config.hosted_url.rstrip("/")
+        return base + path[3:] if base.endswith("/v1") else base + path
+
+    async def _hosted(self, request, path, payload: dict, rid: str, kind: str) -> web.StreamResponse | None:
+        """Pass the request to the hosted endpoint; None if it failed before anything reached the client."""
+        mapping = self.config.hosted_models
+        body = dict(payload)
+        model = payload.get("model")
+        remote = mapping.get(model) if isinstance(model, str) else None
+        remote = remote or mapping.get("*") or model
+        if remote is not None:
+            body["model"] = remote
+        stream = bool(payload.get("stream"))
+        strip_usage = False
+        if stream:
+            options = payload.get("stream_options") if isinstance(payload.get("stream_options"), dict) else {}
+            if not options.get("include_usage"):
+                body["stream_options"] = {**options, "include_usage": True}
+                strip_usage = True  # asked for the count; the client did not want the usage chunk
+        headers = {"Content-Type": "application/json", "x-request-id": rid}
+        if self.config.hosted_key:
+            headers["Authorization"] = f"Bearer {self.config.hosted_key}"
+        try:
+            upstream = await self._hosted_session.post(self._hosted_target(path), data=json.dumps(body),
+                                                       headers=headers)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
+            log.warning("hosted endpoint failed (%s): the request falls back to the bounded queue", _problem(error))
+            return None
+        response = None
+        finished = False
+        try:
+            if upstream.status != 200:
+                log.warning("hosted endpoint answered %d: the request falls back to the bounded queue",
+                            upstream.status)
+                return None
+            head = {"Content-Type": upstream.headers.get("Content-Type", "application/json"), "x-request-id": rid,
+                    "x-capcon-outcome": "hosted"}
+            if not stream:
+                data = await upstream.read()
+                finished = True
+                self._count_usage(data)
+                self._answered("hosted", kind)
+                return web.Response(status=200, body=data, headers=head)
+            head["Cache-Control"] = "no-cache"
+            pending = b""
+            async for chunk in upstream.content.iter_any():
+                pending = (pending + chunk).replace(b"\r\n", b"\n")
+                *events, pending = pending.split(b"\n\n")
+                out = [e + b"\n\n" for e in events if self._hosted_event(e, strip_usage)]
+                if out:
+                    if response is None:
+                        response = web.StreamResponse(status=200, headers=head)
+                        self._answered("hosted", kind)  # the one answer, from here on
+                        await _to_client(response.prepare(request))
+                    await _to_client(response.write(b"".join(out)))
+            finished = True
+            if response is None:
+                log.warning("hosted endpoint sent an empty stream: the request falls back to the bounded queue")
+                return None
+            if pending.strip():
+                await _to_client(response.write(pending))
+            await _to_client(response.write_eof())
+            return response
+        except _ClientGone:
+            return response  # the client left; closing the upstream (below) ends the hosted request
+        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+            if response is None:
+                log.warning("hosted endpoint failed (%s): the request falls back to the bounded queue",
+                            _problem(error))
+                return None
+            log.warning("hosted endpoint broke off a stream: %s", _problem(error))
+            return response
+        finally:
+            if finished:
+                upstream.release()
+            else:
+                upstream.close()
+
+    def _hosted_event(self, event: bytes, strip_usage: bool) -> bool:
+        """Count the usage an SSE event carries; False for the usage-only chunk the client did not ask for."""
+        if b'"usage"' not in event:
+            return True
+        data = event.partition(b"data:")[2].strip()
+        try:
+            chunk = json.loads(data)
+        except (ValueError, UnicodeDecodeError):
+            return True
+        if not isinstance(chunk, dict) or not isinstance(chunk.get("usage"), dict):
+            return True
+        self._add_usage(chunk["usage"])
+        return not (strip_usage and not chunk.get("choices"))
+
+    def _count_usage(self, data: bytes) -> None:
+        try:
+            usage = json.loads(data).get("usage")
+        except (ValueError, UnicodeDecodeError, AttributeError):
+            return
+        if isinstance(usage, dict):
+            self._add_usage(usage)
+
+    def _add_usage(self, usage: dict) -> None:
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        prompt = prompt if isinstance(prompt, int) and prompt > 0 else 0
+        completion = completion if isinstance(completion, int) and completion > 0 else 0
+        self.hosted_usage["prompt_tokens"] += prompt
+        self.hosted_usage["completion_tokens"] += completion
+        self.telemetry.hosted_tokens(prompt, completion, self.config.hosted_price_per_million)
+
+    # ------------------------------------------------------------------ the other routes
+
+    async def _models(self, request: web.Request) -> web.Response:
+        rid = request.headers.get("x-request-id") or uuid.uuid4().hex
+        for replica in sorted((r for r in self.replicas if r.healthy), key=lambda r: r.in_flight):
+            try:
+                async with self._session.get(replica.url + "/v1/models",
+                                             timeout=aiohttp.ClientTimeout(total=10)) as upstream:
+                    body = await upstream.read()
+                    if upstream.status == 200:
+                        return web.Response(status=200, body=body, headers={
+                            "Content-Type": upstream.headers.get("Content-Type", "application/json"),
+                            "x-request-id": rid})
+            except aiohttp.ClientConnectorError as error:
+                self._set_health(replica, False, _problem(error))
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                continue
+        return answers.error(503, "no replica of the fleet is answering", "no_replica_available",
+                             retry_after=10, request_id=rid, outcome="rejected")
+
+    async def _health(self, request: web.Request) -> web.Response:
+        if self.stopping:
+            refusal = shutting_down(self._load())
+            return answers.error(503, refusal.message, refusal.code, retry_after=refusal.retry_after, close=True)
+        if any(r.healthy for r in self.replicas):
+            return web.Response(status=200)
+        return answers.error(503, "no replica of the fleet is answering", "no_replica_available", retry_after=10)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.telemetry.render(), headers={"Content-Type": METRICS_CONTENT_TYPE})
+
+    async def _unknown(self, request: web.Request) -> web.Response:
+        path = request.path
+        if path in GENERATE or path in ("/v1/models", "/health", "/metrics"):
+            allowed = "POST" if path in GENERATE else "GET"
+            return answers.error(405, f"{request.method} is not allowed on {path}; expected {allowed}",
+                                 "method_not_allowed", retry_after=1, headers={"Allow": allowed})
+        return answers.error(404, f"no route {request.method} {path[:200]}", "not_found", retry_after=1)
+
+    # ------------------------------------------------------------------ the admin listener
+
+    def _admin_app(self) -> web.Application:
+        app = web.Application(client_max_size=ADMIN_MAX_BODY)
+        app.router.add_get("/admin/policy", self._admin_policy)
+        app.router.add_put("/admin/policy", self._admin_switch)
+        app.router.add_get("/admin/state", self._admin_state)
+        app.router.add_route("*", "/{tail:.*}", self._admin_unknown)
+        return app
+
+    def _authorized(self, request: web.Request) -> bool:
+        scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            presented = ""
+        expected = self.config.admin_token.encode()
+        return hmac.compare_digest(presented.strip().encode("utf-8", "replace"), expected)
+
+    @staticmethod
+    def _unauthorized() -> web.Response:
+        return answers.error(401, "a valid bearer token is required (Authorization: Bearer <token>)",
+                             "unauthorized", retry_after=None, headers={"WWW-Authenticate": "Bearer"})
+
+    async def _admin_policy(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return self._unauthorized()
+        return web.json_response({"policy": as_json(self.policy()), "plan_policy": as_json(self.plan_policy)})
+
+    async def _admin_switch(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return self._unauthorized()
+        try:
+            body = json.loads(await request.read())
+        except web.HTTPRequestEntityTooLarge:
+            return answers.error(413, f"the body is over {ADMIN_MAX_BODY} bytes", "request_too_large",
+                                 retry_after=None, param="body")
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            return answers.error(400, "body: not valid JSON; expected a JSON object such as "
+                                      '{"mode": "pass", "reason": "...", "actor": "..."}',
+                                 "invalid_policy", retry_after=None, param="body")
+        if self.stopping:
+            return answers.error(503, "the gateway is shutting down", "shutting_down", retry_after=None)
+        try:
+            old, new = self.switch(body)
+        except PolicyError as problem:
+            return answers.error(400, str(problem), "invalid_policy", retry_after=None, param=problem.field)
+        return web.json_response({"policy": as_json(new), "previous": as_json(old)})
+
+    async def _admin_state(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return self._unauthorized()
+        return web.json_response(self.state())
+
+    async def _admin_unknown(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return self._unauthorized()
+        return answers.error(404, f"no route {request.method} {request.path[:200]}; expected GET or PUT "
+                                  "/admin/policy, GET /admin/state", "not_found", retry_after=None)
+
+    def state(self) -> dict:
+        policy = self.policy()
+        cap = cap_of(policy, self.config.planned_cap)
+        counters: dict[str, dict[str, int]] = {}
+        for (outcome, kind), n in self.counts.items():
+            counters.setdefault(outcome, {})[kind] = n
+        rate = self._drain.rate(self._loop.time()) if self._drain else None
+        return {
+            "policy": as_json(policy),
+            "queue": {"interactive": len(self.queue), "batch": len(self.batch), "max_queue": policy.max_queue,
+                      "max_batch_queue": policy.max_batch_queue, "peak": dict(self.telemetry.peaks)},
+            "in_flight": self.in_flight(),
+            "cap_per_replica": cap,
+            "replicas": [{"name": r.name, "url": r.url, "healthy": r.healthy, "in_flight": r.in_flight,
+                          "answered": r.answered, "refused_connections": r.refused, "problem": r.problem,
+                          "models": sorted(r.models)} for r in self.replicas],
+            "counters": counters,
+            "totals": {o: sum(n for (oo, _), n in self.counts.items() if oo == o) for o in OUTCOMES},
+            "completions_per_second": rate,
+            "hosted_usage": dict(self.hosted_usage),
+            "switches": self.switches,
+            "stopping": self.stopping,
+        }
+
+
+class _ClientGone(Exception):
+    """The client closed its connection while its answer was being written."""
+
+
+async def _to_client(write) -> None:
+    try:
+        await write
+    except (ConnectionError, RuntimeError) as error:  # aiohttp: ClientConnectionResetError, closed transport
+        raise _ClientGone() from error
+
+
+def _problem(error: BaseException) -> str:
+    text = str(error) or type(error).__name__
+    return f"{type(error).__name__}: {text}"[:300]
+
+
+def _url_of(runner: web.AppRunner, host: str) -> str:
+    address = runner.addresses[0]
+    shown = address[0]
+    if ":" in shown:
+        shown = f"[{shown}]"
+    return f"http://{shown}:{address[1]}"
