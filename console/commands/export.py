@@ -1,28 +1,49 @@
 """`capcon export`: recorded samples, flags, events or replayed figures as CSV or JSON lines.
 
 Rows are streamed from the file as they are read, so a week of a large fleet never sits in memory.
+
+`--output FILE` is written whole or not at all: rows go to a temporary file beside FILE, renamed
+over it once the last row is on disk; a failed write (a full disk, a size limit) removes it and
+leaves FILE as it was. An output that is the history itself (by any name: a symlink, a hard
+link), its -wal, -shm or -journal, or any SQLite file, is refused before anything is opened for
+writing. Devices and pipes (`/dev/stdout`, a FIFO) are written in place.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import json
+import errno
 import math
 import os
+import stat
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from heapq import merge
+from pathlib import Path
 from typing import Iterator
 
 from console.errors import UserError
 from console.metrics.figures import Figures
-from console.store import codec
-from console.store.database import SAMPLE_READ_COLUMNS, Store
+from console.store import json_out
+from console.store.database import Store, read_histogram, reading_errors
 from console.store.schema import COUNTER_COLUMNS, HISTOGRAM_COLUMNS
-from console.commands.history import add_history_options, chosen_fleets, open_history, time_range
+from console.commands.history import add_history_options, chosen_fleets, default_db_path, open_history, time_range
 from console.store.when import iso_when
+
+# The first bytes of an SQLite database, of a write-ahead log (two byte orders) and of a rollback journal.
+SQLITE_HEADER = b"SQLite format 3\x00"
+WAL_MAGICS = (bytes.fromhex("377f0682"), bytes.fromhex("377f0683"))
+JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
+SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+class WriteFailed(UserError):
+    """The output stopped taking rows (a full disk, a size limit, an I/O error): not bad input."""
+
+    exit_code = 1
 
 WHAT = ("samples", "flags", "events", "figures")
 
@@ -45,7 +66,9 @@ EPILOG = """\
 examples:
   capcon export --from -1h --to now --format csv --output last-hour.csv
   capcon export --from "2026-11-30 09:00" --to "2026-11-30 12:00" --format jsonl --what figures | jq .
-exit status: 0 written (an empty range writes only the csv header); 2 bad input.
+exit status: 0 written (an empty range writes only the csv header); 1 the output failed (a full
+disk, a size limit: --output FILE is then left as it was); 2 bad input (an output that is the
+history file or another SQLite file, a damaged history).
 """
 
 
@@ -58,7 +81,8 @@ def add_parser(sub):
     parser.add_argument("--from", dest="start", metavar="WHEN", required=True, help="start: ISO date-time (local unless Z/+01:00), HH:MM, -2h, now, unix seconds")
     parser.add_argument("--to", dest="end", metavar="WHEN", required=True, help="end (inclusive), same forms")
     parser.add_argument("--format", required=True, metavar="FORMAT", help="csv or jsonl")
-    parser.add_argument("--output", metavar="FILE", default="-", help="file to write (default or -: standard output)")
+    parser.add_argument("--output", metavar="FILE", default="-",
+                        help="file to write, whole or not at all (default or -: standard output); never the history file or another SQLite file")
     parser.add_argument("--what", default="samples", metavar="WHAT", help=f"what to export: {', '.join(WHAT)} (default samples)")
     parser.set_defaults(run=run)
     return parser
@@ -70,65 +94,249 @@ def run(args) -> int:
     if args.what not in WHAT:
         raise UserError(f"--what {args.what!r}: expected one of {', '.join(WHAT)}")
     start, end = time_range(args, time.time(), "-1h")
+    history = Path(args.db) if args.db else default_db_path()
+    refuse_output(args.output, history)  # before anything is opened, for reading or writing
     store = open_history(args.db)
+    counted = _Counted()
     try:
-        fleets = chosen_fleets(store, args.fleet)
-        columns, rows = {
-            "samples": _samples,
-            "flags": _flags,
-            "events": _events,
-            "figures": _figures,
-        }[args.what](store, fleets, start, end, args.format)
-        try:
-            with _output(args.output) as out:
-                written = _write(out, args.format, columns, rows)
-        except BrokenPipeError:
-            # The reader went away (`| head`): not an error; keep Python from complaining at exit.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 0
+        with reading_errors(store.path):
+            fleets = chosen_fleets(store, args.fleet)
+            columns, rows = {
+                "samples": _samples,
+                "flags": _flags,
+                "events": _events,
+                "figures": _figures,
+            }[args.what](store, fleets, start, end, args.format)
+            try:
+                with _output(args.output, counted):
+                    _write(counted, args.format, columns, rows)
+            except BrokenPipeError:
+                # The reader went away (`| head`): not an error; keep Python from complaining at exit.
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                return 0
     finally:
         store.close()
-    if not written:
+    if not counted.rows:
         print(f"capcon export: no {args.what} between {iso_when(start)} and {iso_when(end)}", file=sys.stderr)
     return 0
 
 
-@contextmanager
-def _output(path: str):
-    if path in ("-", ""):
-        yield sys.stdout
-        sys.stdout.flush()
+# --- where the rows go -----------------------------------------------------------
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _head(path: str | int, size: int = 16) -> bytes | None:
+    """The first bytes of a regular file (a path, or a descriptor read through /proc); None when unreadable."""
+    try:
+        if isinstance(path, int):
+            path = f"/proc/self/fd/{path}"
+        with open(path, "rb") as file:
+            return file.read(size)
+    except OSError:
+        return None
+
+
+def _sqlite_kind(head: bytes | None) -> str | None:
+    if not head:
+        return None
+    if head.startswith(SQLITE_HEADER):
+        return "an SQLite database"
+    if head[:4] in WAL_MAGICS:
+        return "an SQLite write-ahead log"
+    if head.startswith(JOURNAL_MAGIC):
+        return "an SQLite rollback journal"
+    return None
+
+
+def refuse_output(output: str, history: Path) -> None:
+    """UserError (exit 2) when writing `output` would overwrite the history (under any name), one of
+    its -wal, -shm, -journal, or any other SQLite file: an export never destroys recorded polls."""
+    base = str(history)
+    guarded = [base] + [base + side for side in SIDE_FILES]
+    names = {os.path.realpath(path): path for path in guarded}
+    identities = {found: path for path in guarded if (found := _identity(path)) is not None}
+    if output in ("-", ""):
+        try:
+            found = os.fstat(sys.stdout.fileno())
+        except (OSError, ValueError):
+            return
+        if not stat.S_ISREG(found.st_mode):
+            return
+        if (found.st_dev, found.st_ino) in identities:
+            raise UserError(f"standard output is {_which(identities[(found.st_dev, found.st_ino)], base)}; expected another file (--output FILE)")
+        kind = _sqlite_kind(_head(sys.stdout.fileno())) if found.st_size else None
+        if kind:
+            raise UserError(f"standard output is {kind}; expected a csv or jsonl file, or a pipe")
         return
+    shown = f"--output {output}"
+    real = os.path.realpath(output)
+    if real in names:
+        raise UserError(f"{shown}: is {_which(names[real], base)}; expected another file")
+    try:
+        found = os.stat(output)
+    except FileNotFoundError:
+        found = None
+    except OSError as error:
+        raise UserError(f"{shown}: cannot write ({error.strerror}); expected a writable file path") from None
+    if found is not None and (found.st_dev, found.st_ino) in identities:
+        raise UserError(f"{shown}: is {_which(identities[(found.st_dev, found.st_ino)], base)} (by another name); expected another file")
+    if found is not None and stat.S_ISDIR(found.st_mode):
+        raise UserError(f"{shown}: cannot write (Is a directory); expected a writable file path")
+    if found is not None and stat.S_ISREG(found.st_mode) and found.st_size:
+        head = _head(real)
+        if head is None:
+            raise UserError(f"{shown}: cannot be read to make sure it is no SQLite file; expected a file this user can read, or a new path")
+        kind = _sqlite_kind(head)
+        if kind:
+            raise UserError(f"{shown}: is {kind}; expected a csv or jsonl file to replace, or a new path")
+    for side in SIDE_FILES:
+        if real.endswith(side) and _sqlite_kind(_head(real[: -len(side)])):
+            raise UserError(f"{shown}: is the {side[1:]} file of the SQLite file {output[: -len(side)]}; expected another file")
+
+
+def _which(path: str, base: str) -> str:
+    if path == base:
+        return f"{base}, the history being exported"
+    return f"{path}, the {path[len(base):]} file of the history being exported"
+
+
+class _Counted:
+    """The stream rows are written to, and how many made it (for the words when a write fails)."""
+
+    def __init__(self) -> None:
+        self.stream = None
+        self.rows = 0
+
+
+def _rows_words(count: int) -> str:
+    return f"{count} row{'' if count == 1 else 's'}"
+
+
+def _failed_words(counted: _Counted, error: OSError) -> str:
+    """A stream that cannot be taken back (standard output, a device): how far it got, at most."""
+    return (f"write failed at row {counted.rows + 1} or before ({_strerror(error)}); what it received is incomplete,"
+            " not a whole export")
+
+
+@contextmanager
+def _output(path: str, counted: _Counted):
+    """The stream for `path`: standard output, a device or pipe in place, else a temporary file
+    beside the target renamed over it at the end. A failing write raises WriteFailed (exit 1)."""
+    if path in ("-", ""):
+        counted.stream = sys.stdout
+        try:
+            yield counted.stream
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise WriteFailed(f"standard output: {_failed_words(counted, error)}") from None
+        return
+    shown = f"--output {path}"
+    target = os.path.realpath(path)  # through a symlink: the file it names is replaced, not the link
+    try:
+        found = os.stat(target)
+    except FileNotFoundError:
+        found = None
+    except OSError as error:
+        raise UserError(f"{shown}: cannot write ({error.strerror}); expected a writable file path") from None
+    if found is not None and not stat.S_ISREG(found.st_mode):
+        yield from _in_place(path, shown, counted)
+        return
+    try:
+        descriptor, temporary = tempfile.mkstemp(dir=os.path.dirname(target) or ".", prefix=f".{os.path.basename(target)}.", suffix=".part")
+    except OSError as error:
+        raise UserError(f"{shown}: cannot write ({error.strerror}); expected a writable file path in an existing folder") from None
+    left = "was left as it was" if found is not None else "was not created"
+    try:
+        try:
+            with open(descriptor, "w", encoding="utf-8", newline="") as file:
+                counted.stream = file
+                yield file
+                file.flush()
+                os.fsync(file.fileno())  # on disk before it takes the name: a crash leaves the old file or the whole new one
+            os.chmod(temporary, stat.S_IMODE(found.st_mode) if found is not None else 0o666 & ~_umask())
+            os.replace(temporary, target)
+        except OSError as error:
+            raise WriteFailed(f"{shown}: write failed after {_rows_words(counted.rows)} ({_strerror(error)}); {path} {left}") from None
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
+def _in_place(path: str, shown: str, counted: _Counted):
+    """A device or pipe: written as it comes (there is nothing to rename); a failure says how far it got."""
     try:
         file = open(path, "w", encoding="utf-8", newline="")
     except OSError as error:
-        raise UserError(f"--output {path}: cannot write ({error.strerror}); expected a writable file path") from None
-    with file:
-        yield file
+        raise UserError(f"{shown}: cannot write ({error.strerror}); expected a writable file path") from None
+    try:
+        with file:
+            counted.stream = file
+            yield file
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        raise WriteFailed(f"{shown}: {_failed_words(counted, error)}") from None
 
 
-def _write(out, form: str, columns: list[str], rows: Iterator[dict]) -> int:
-    written = 0
+def _strerror(error: OSError) -> str:
+    return error.strerror or errno.errorcode.get(error.errno or 0, str(error))
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _write(counted: _Counted, form: str, columns: list[str], rows: Iterator[dict]) -> int:
+    """Rows to `counted.stream`, as strict JSON lines or csv: a NaN or infinite figure is unknown (null, empty)."""
+    out = counted.stream
     if form == "csv":
         writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()
         for row in rows:
             writer.writerow({k: _cell(v) for k, v in row.items()})
-            written += 1
+            counted.rows += 1
     else:
         for row in rows:
-            out.write(json.dumps(row, separators=(",", ":"), allow_nan=False, default=str) + "\n")
-            written += 1
-    return written
+            out.write(json_out.dumps(row, separators=(",", ":"), default=str) + "\n")
+            counted.rows += 1
+    return counted.rows
 
 
 def _cell(value):
-    """A csv cell: numbers as Python writes them (round-trip exact), maps as JSON, unknown as empty."""
+    """A csv cell: numbers as Python writes them (round-trip exact), maps as JSON, unknown (NaN, ±inf too) as empty."""
     if value is None:
         return ""
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    if isinstance(value, float) and not math.isfinite(value):
+        return ""
+    if isinstance(value, str):
+        # Python's csv writer quotes a field holding \n but not one holding a lone \r, which readers then take
+        # for a line end: a carriage return in a server's error text is written as a line break (jsonl keeps it).
+        return json_out.text(value).replace("\r\n", "\n").replace("\r", "\n")
+    if isinstance(value, (dict, list, tuple)):
+        return json_out.dumps(value, separators=(",", ":"), sort_keys=True)
     return value
+
+
+def _iso(at) -> str | None:
+    """ISO time of a stored moment; None for one no calendar holds (a damaged or foreign row)."""
+    try:
+        return iso_when(at) if isinstance(at, (int, float)) and math.isfinite(at) else None
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def _le(bound: float) -> str:
@@ -152,7 +360,8 @@ def _fleet_filter(store: Store, fleets: list[str]) -> tuple[str, list]:
 
 def _samples(store: Store, fleets, start, end, form):
     marks, ids = _fleet_filter(store, fleets)
-    cols = ", ".join(f"s.{c}" for c in SAMPLE_READ_COLUMNS)
+    read = store.read_columns  # a version-2 file, read without migrating, has fewer
+    cols = ", ".join(f"s.{c}" for c in read)
     rollups = (
         f"SELECT s.minute, f.name, r.name, r.url, 'minute', NULL, {cols} FROM minutes s"
         f" JOIN fleets f ON f.id = s.fleet_id JOIN replicas r ON r.id = s.replica_id"
@@ -172,23 +381,22 @@ def _samples(store: Store, fleets, start, end, form):
         for query in (rollups, raw):
             # A cursor of its own: rows are read as they are written out.
             for at, fleet, replica, url, resolution, poll_id, *values in store.connection.cursor().execute(query, (*ids, start, end)):
-                stored = dict(zip(SAMPLE_READ_COLUMNS, values))
+                stored = dict(zip(read, values))
                 row = {
-                    "time": iso_when(at), "unix": at, "fleet": fleet, "replica": replica, "url": url,
+                    "time": _iso(at), "unix": at, "fleet": fleet, "replica": replica, "url": url,
                     "resolution": resolution, "poll": poll_id,
                 }
                 for key in ("state", "error", "sampled_at", "start_time", *COUNTER_COLUMNS, "running", "waiting", "kv_usage", "kv_capacity_tokens"):
-                    row[key] = stored[key]
+                    row[key] = json_out.finite(stored[key])
                 for name in HISTOGRAM_COLUMNS:
-                    blob = stored[name]
-                    histogram = codec.decode(blob, store.bounds(codec.layout_of(blob))) if blob is not None else None
+                    histogram = read_histogram(stored[name], store.bounds)
                     row[f"{name}_count"] = histogram.count if histogram else None
                     row[f"{name}_sum"] = histogram.sum if histogram else None
                     if jsonl:
                         row[f"{name}_buckets"] = {_le(b): c for b, c in zip(histogram.bounds, histogram.counts)} if histogram else None
                 if jsonl:
                     for key in ("requests_by_reason", "kv_usage_by_engine", "kv_capacity_by_engine"):
-                        row[key] = json.loads(stored[key]) if stored[key] else None
+                        row[key] = json_out.loads(stored[key]) if stored[key] else None
                 yield row
 
     return columns, rows()
@@ -208,9 +416,9 @@ def _flags(store: Store, fleets, start, end, form):
             if event.fleet not in chosen:
                 continue
             yield {
-                "time": iso_when(event.at), "unix": event.at, "fleet": event.fleet, "change": event.change,
+                "time": _iso(event.at), "unix": event.at, "fleet": event.fleet, "change": event.change,
                 "flag_id": event.flag_id, "kind": event.kind, "subject": event.subject, "severity": event.severity,
-                "since_time": iso_when(event.since) if event.since is not None else None, "since": event.since, "why": event.why, "todo": event.todo, "figures": event.figures,
+                "since_time": _iso(event.since), "since": event.since, "why": event.why, "todo": event.todo, "figures": event.figures,
             }
 
     return _FLAG_COLUMNS, rows()
@@ -233,7 +441,7 @@ def _events(store: Store, fleets, start, end, form):
             if named and not chosen.intersection(named):
                 continue  # another fleet's; an event that names no fleet belongs to every export
             yield {
-                "time": iso_when(event.at), "unix": event.at, "fleet": ",".join(named) or None, "kind": event.kind,
+                "time": _iso(event.at), "unix": event.at, "fleet": ",".join(named) or None, "kind": event.kind,
                 "subject": event.subject, "detail": event.detail,
             }
 
@@ -263,7 +471,7 @@ def _figures(store: Store, fleets, start, end, form):
         for _, _, poll, figures in merge(*(replayed(f) for f in recorded_fleets(store, fleets, start, end))):
             for subject, f in (("fleet", figures.fleet), *((r.name, r) for r in figures.replicas)):
                 row = {
-                    "time": iso_when(poll.at), "unix": poll.at, "fleet": poll.fleet, "poll": poll.id,
+                    "time": _iso(poll.at), "unix": poll.at, "fleet": poll.fleet, "poll": poll.id,
                     "subject": subject, "url": f.url, "window_seconds": figures.window_seconds, "source": figures.source,
                 }
                 for name in _FIGURE_FIELDS:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -28,7 +27,8 @@ from console.fleet.hourly import (
 from console.fleet.week_fit import WeekFit, fit_week
 from console.plan.model import DAYS, Plan
 from console.plan.schema import PlanError, load_plan, parse_plan
-from console.store.database import Store
+from console.store import json_out
+from console.store.database import Store, reading_errors
 from console.store.series import minute_series, plan_clocks, plan_id_in_force, raised_flags, recorded_end, recorded_span
 from console.store.when import format_when, iso_when, local_zone, parse_when, zone_named
 
@@ -59,8 +59,11 @@ examples:
   capcon history --plan plans/chat.yaml         the last 7 days against the plan, with a suggested profile
   capcon history --by day --json                for scripts
 
-exit status: 0 shown (also "no samples from A to B"); 2 bad input: a time, a zone, a plan,
-an unknown fleet or a missing or unreadable history file.
+a damaged history file (the error says so) is copied, as far as it can be read, with
+  capcon history --db FILE --salvage NEW     then use --db NEW
+
+exit status: 0 shown (also "no samples from A to B"; --salvage: copied); 2 bad input: a time,
+a zone, a plan, an unknown fleet or a missing, unreadable or damaged history file.
 """
 
 
@@ -80,6 +83,7 @@ def add_parser(sub):
     parser.add_argument("--plan", metavar="FILE", help="compare the recorded week with this plan (with --by: summarise against its capacity)")
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
     parser.add_argument("--tz", metavar="ZONE", help="the clock hours and days are cut on (default: the plan's time zone, else local)")
+    parser.add_argument("--salvage", metavar="NEW", help="copy what can still be read of a damaged history file into the new file NEW, then exit")
     parser.set_defaults(run=run)
     return parser
 
@@ -239,6 +243,8 @@ def tabulated_range(start: float, end: float, spans: list[tuple[float | None, fl
 
 
 def run(args) -> int:
+    if args.salvage:
+        return _salvage(args)
     now = time.time()
     try:
         chosen_zone = zone_named(args.tz) if args.tz else None
@@ -253,27 +259,8 @@ def run(args) -> int:
             when_option(option, text, "now", now, chosen_zone)  # a typo is named before the file is opened
     store = open_history(args.db)
     try:
-        fleets = chosen_fleets(store, args.fleet)
-        last = max((e for e in (recorded_end(store, f) for f in fleets) if e is not None), default=None)
-        start, end = history_range(args, now, default_from, last, chosen_zone)
-        spans = [(recorded_span(store, f)[0], recorded_end(store, f)) for f in fleets]
-        start, end, note = tabulated_range(start, end, spans, chosen_zone)
-        plans = _Plans(store)
-        reports = []
-        for fleet in fleets:
-            recorded = plans.get(plan_id_in_force(store, fleet, start, end))
-            plan = file_plan or recorded
-            # With no plan in the range, the fleet's latest plan still names the clock its hours are read on.
-            clock = plan or plans.get(plan_id_in_force(store, fleet, -math.inf, math.inf))
-            if compare:
-                zone = ZoneInfo(file_plan.timezone)  # the week is cut on the plan's own clock
-            elif chosen_zone is not None:
-                zone = chosen_zone
-            else:
-                zone = ZoneInfo(clock.timezone) if clock is not None else local_zone()
-            hours = hour_summaries(store, fleet, start, end, zone, plans, file_plan)
-            first, last = recorded_span(store, fleet)
-            reports.append((fleet, zone, plan, hours, (first, last)))
+        with reading_errors(store.path):
+            reports, start, end, note, plans = _read(args, store, now, default_from, chosen_zone, file_plan, compare)
     finally:
         store.close()
     if note and not args.json:
@@ -283,6 +270,55 @@ def run(args) -> int:
         _print_fits(args, start, end, file_plan, fits, note)
         return 0
     _print_summaries(args, by, start, end, reports, plans.unreadable, note)
+    return 0
+
+
+def _read(args, store: Store, now: float, default_from: str, chosen_zone, file_plan: Plan | None, compare: bool):
+    """Everything the summary shows, read from the file: (reports, start, end, note, plans)."""
+    fleets = chosen_fleets(store, args.fleet)
+    last = max((e for e in (recorded_end(store, f) for f in fleets) if e is not None), default=None)
+    start, end = history_range(args, now, default_from, last, chosen_zone)
+    spans = [(recorded_span(store, f)[0], recorded_end(store, f)) for f in fleets]
+    start, end, note = tabulated_range(start, end, spans, chosen_zone)
+    plans = _Plans(store)
+    reports = []
+    for fleet in fleets:
+        recorded = plans.get(plan_id_in_force(store, fleet, start, end))
+        plan = file_plan or recorded
+        # With no plan in the range, the fleet's latest plan still names the clock its hours are read on.
+        clock = plan or plans.get(plan_id_in_force(store, fleet, -math.inf, math.inf))
+        if compare:
+            zone = ZoneInfo(file_plan.timezone)  # the week is cut on the plan's own clock
+        elif chosen_zone is not None:
+            zone = chosen_zone
+        else:
+            zone = ZoneInfo(clock.timezone) if clock is not None else local_zone()
+        hours = hour_summaries(store, fleet, start, end, zone, plans, file_plan)
+        first, last = recorded_span(store, fleet)
+        reports.append((fleet, zone, plan, hours, (first, last)))
+    return reports, start, end, note, plans
+
+
+def _salvage(args) -> int:
+    """`--salvage NEW`: every row still readable in the (damaged) history, into a new history file."""
+    from pathlib import Path  # noqa: PLC0415
+
+    from console.store.salvage import salvage  # noqa: PLC0415 - only for a damaged file
+
+    source = Path(args.db) if args.db else default_db_path()
+    if not source.is_file():
+        raise UserError(f"{source}: no such history file; expected the damaged file as --db")
+    target = Path(args.salvage)
+    if not target.parent.is_dir():
+        raise UserError(f"--salvage {target}: folder {target.parent} does not exist; expected a new file in an existing folder")
+    report = salvage(source, target)
+    rows = sum(report.copied.values())
+    print(f"salvaged {rows} rows of {source} into {target}: {report.copied.get('polls', 0)} polls,"
+          f" {report.copied.get('samples', 0)} samples, {report.copied.get('minutes', 0)} rolled-up minutes")
+    if report.damaged:
+        print(f"rows on the damaged pages of {', '.join(report.damaged)} are lost; use --db {target} from now on")
+    if report.indexes_failed:
+        print(f"note: indexes not rebuilt (garbage rows in the copy): {', '.join(report.indexes_failed)}", file=sys.stderr)
     return 0
 
 
@@ -357,7 +393,7 @@ def _print_summaries(args, by, start, end, reports, unreadable, note=None) -> No
         notes = ([note] if note else []) + [f"a recorded plan could not be read: {text}" for text in unreadable]
         if notes:
             out["notes"] = notes
-        print(json.dumps(out, indent=2))
+        print(json_out.dumps(out, indent=2))
         return
     for n, (fleet, zone, plan, hours, (first, last)) in enumerate(reports):
         if n:
@@ -433,7 +469,7 @@ def _print_fits(args, start, end, plan: Plan, fits, note=None) -> None:
             out["notes"] = [note]
         for fleet, _zone, _hours, fit in fits:
             out["fleets"].append(_fit_json(fleet, fit))
-        print(json.dumps(out, indent=2))
+        print(json_out.dumps(out, indent=2))
         return
     for n, (fleet, zone, hours, fit) in enumerate(fits):
         if n:

@@ -41,9 +41,9 @@ EPILOG = """\
 stopping: SIGTERM or Ctrl+C writes what is queued (up to 5 s); a second SIGTERM or Ctrl+C
 during that wait stops at once and says how many polls were not written.
 exit status: 0 stopped by SIGTERM, Ctrl+C or --duration with every poll written; 1 stopped with
-polls not written (a second Ctrl+C, a file still locked or read-only at exit, polls dropped while
-it refused writes); 2 bad input (a plan, an argument, a --db that is not a capcon history, a
-fleet another capcon already records into the file).
+polls not written (a second Ctrl+C, a file still locked, read-only, full or damaged at exit, polls
+dropped while it refused writes, a poll that could not be stored); 2 bad input (a plan, an argument,
+a --db that is not a capcon history or is damaged, a fleet another capcon already records into the file).
 examples:
   capcon record plans/chat-8b-l40s.yaml                       # the plan's fleet, to the default file
   capcon record --target 10.0.0.5:8000 --target 10.0.0.6:8000 --db /var/lib/capcon/history.sqlite
@@ -129,6 +129,9 @@ def run(args) -> int:
         f" keeping {retention_words(recorder)}",
         flush=True,
     )
+    if recorder.checking:
+        print(f"capcon record: checking {path} for damage before the first write (a big file); polls wait meanwhile",
+              file=sys.stderr, flush=True)
     recorder.start(detail={"command": "record", "fleets": fleet_names, "interval": args.interval})
     hurried: list[int] = []
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
@@ -155,7 +158,7 @@ def run(args) -> int:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    return 1 if status.waiting or status.dropped else 0
+    return 1 if status.waiting or status.dropped or status.unstored else 0
 
 
 def _say_state(status) -> None:

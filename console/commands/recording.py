@@ -215,5 +215,8 @@ def close_recorder(recorder, verb: str, give_up: str = "Ctrl+C gives up") -> Non
         lost.append(f"{polls(status.waiting)} not written")
     if status.dropped:
         lost.append(f"{polls(status.dropped)} dropped while the file refused writes")
+    unstored = getattr(status, "unstored", 0)
+    if unstored:
+        lost.append(f"{polls(unstored)} could not be stored (see the error above)")
     if lost:
         print(f"capcon {verb}: history {status.path}: {'; '.join(lost)}", file=sys.stderr)

@@ -25,7 +25,7 @@ before the moment shown."""
 EPILOG = """\
 times (--from, --to, g): 2026-11-30 14:03 (local; Z or +01:00 for another zone),
 14:03 (today; in the go-to box the day replayed), -2h, -30m, +30s, now, unix seconds.
-exit status: 0 done; 2 bad input (no such file, not a history file, unknown fleet, no polls in the range).
+exit status: 0 done; 2 bad input (no such file, not a history file, a damaged one, unknown fleet, no polls in the range).
 examples:
   capcon replay
   capcon replay --from -2h --speed 8
@@ -90,6 +90,7 @@ def open_app(args, now: float | None = None):
     from console.replay.controller import ReplayController
     from console.replay.loader import open_replay
     from console.fleet_handle import FleetHandle
+    from console.store.database import reading_errors
     from console.tui.app import DEFAULT_THEME, ConsoleApp
 
     _check(args)
@@ -98,8 +99,9 @@ def open_app(args, now: float | None = None):
     replay = open_replay(history_path(args.db), args.fleet or None, start, end)
     try:
         controller = ReplayController(replay, speed=args.speed, playing=not args.paused)
-        handles = [FleetHandle(f.name, f.first_plan(), f) for f in replay.fleets]
-        first = replay.fleets[0].read(replay.fleets[0].first, replay.fleets[0].first)[0]
+        with reading_errors(replay.path):  # a damaged file: one line, exit 2 (once open, the console says it)
+            handles = [FleetHandle(f.name, f.first_plan(), f) for f in replay.fleets]
+            first = replay.fleets[0].read(replay.fleets[0].first, replay.fleets[0].first)[0]
         return ConsoleApp(handles, interval=first.interval_seconds, theme=args.theme or DEFAULT_THEME, replay=controller)
     except BaseException:
         replay.close()

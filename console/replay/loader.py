@@ -19,7 +19,7 @@ from statistics import median
 
 from console.errors import UserError
 from console.plan.model import Plan
-from console.store.database import Store
+from console.store.database import Store, reading_errors
 # What the recorder writes when a console or `capcon record` starts and stops.
 from console.store.recorder import STARTED as RECORDING_STARTED, STOPPED as RECORDING_STOPPED
 from console.store.records import Event, RecordedPoll
@@ -103,8 +103,10 @@ class RecordedFleet:
         return bisect_left(self.times, at)
 
     def read(self, lo: int, hi: int) -> list[RecordedPoll]:
-        """Polls lo..hi (inclusive), decoded: samples back into TargetResults, or a figure source's figures."""
-        with self._lock:
+        """Polls lo..hi (inclusive), decoded: samples back into TargetResults, or a figure source's figures.
+
+        A damaged file raises DamagedHistory (its words say what to do): the console shows them."""
+        with self._lock, reading_errors(self.store.path):
             return [self.store.poll(poll_id) for poll_id in self.ids[lo : hi + 1]]
 
     def plan(self, plan_id: int | None) -> Plan | None:
@@ -112,7 +114,7 @@ class RecordedFleet:
         if plan_id is None:
             return None
         if plan_id not in self._plans:
-            with self._lock:
+            with self._lock, reading_errors(self.store.path):
                 version = self.store.plan_version(plan_id)
             self._plans[plan_id] = _parse(version) if version is not None else None
         return self._plans[plan_id]
@@ -153,7 +155,7 @@ class Replay:
         """
         if self.bound is not None and self.end >= self.bound:
             return 0
-        with self.lock:
+        with self.lock, reading_errors(self.path):
             events = _recorder_events(self.store)
             added = 0
             for fleet in self.fleets:
@@ -169,7 +171,7 @@ class Replay:
 
     def recording_stopped(self) -> bool:
         """Whether every replayed fleet's recorder said it stopped (after its last poll indexed): then the end is the end."""
-        with self.lock:
+        with self.lock, reading_errors(self.path):
             events = _recorder_events(self.store)
         return all(_stopped(fleet.name, fleet.times[-1], events) for fleet in self.fleets)
 
@@ -189,7 +191,8 @@ def open_replay(path: str | Path, fleets: list[str] | None = None, start: float 
         raise UserError(f"--from {shown_time(start)} is after --to {shown_time(end)}; expected --from before --to")
     store = Store.open(path, read_only=True)
     try:
-        return _index(store, shown, fleets, start, end)
+        with reading_errors(shown):
+            return _index(store, shown, fleets, start, end)
     except BaseException:
         store.close()
         raise

@@ -51,7 +51,8 @@ def _get(data: bytes, at: int) -> tuple[int, int]:
 
 
 def _whole(values) -> bool:
-    return all(v >= 0 and v == int(v) and math.isfinite(v) for v in values)
+    # isfinite first: int() of an infinity raises (a store that guards its input never sends one; a caller might).
+    return all(math.isfinite(v) and v >= 0 and v == int(v) for v in values)
 
 
 def encode(histogram: Histogram, layout_id: int) -> bytes:

@@ -16,6 +16,12 @@ end: polls wait in memory (at most MAX_WAITING_SECONDS of them, or MAX_WAITING i
 oldest go first and are counted in `dropped`) and land when the file takes writes again.
 Each poll is its own transaction, so a recorder killed mid-write loses at most the poll
 it was writing: the last interval.
+
+A poll that can never be stored (no usable time) is counted in `unstored` and said until the
+recorder stops, never retried, never taken for a refusing file. A damaged file (quick_check at
+open, or SQLITE_CORRUPT later) is written no more: its polls wait and are counted. Before every
+use of the file the `-shm` SQLite maps is looked at (console.store.shared_memory): one cut short
+is grown back, one that takes no writes is a "read-only" state, so the recorder never dies of SIGBUS.
 """
 
 from __future__ import annotations
@@ -34,9 +40,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from console.store.database import BUSY_TIMEOUT_MS, HistoryError, Store
+from console.store.database import (
+    BUSY_TIMEOUT_MS,
+    DamagedHistory,
+    HistoryError,
+    Store,
+    Unfinished,
+    damaged_words,
+    is_damage,
+)
 from console.store.records import PollRecord
 from console.store.retention import Retention, retention_in_force
+from console.store.shared_memory import REPLACED, SharedMemory, abandon
 
 # "off": every fleet of this session is recorded into the file by another live process;
 # "partial": some are (the detail names them). Both leave watching untouched.
@@ -69,6 +84,9 @@ CLOSE_RETRY_SECONDS = 0.1  # on close, a refused write is tried again this soon,
 CHECKPOINT_EVERY = 100
 MAX_WAL_BYTES = 64 * 1024 * 1024
 
+# Within this many bytes of a size limit, or with less free space than this, a failed write is "full".
+FULL_MARGIN_BYTES = 256 * 1024
+
 # Short words for the header ("✖ rec locked: another writer holds it, 12 waiting").
 REFUSING = ("locked", "read-only", "full", "error")
 
@@ -87,6 +105,7 @@ class RecorderStatus:
     waiting: int = 0  # polls queued, not yet written
     dropped: int = 0  # polls given up because the queue was full for too long
     path: str = ""
+    unstored: int = 0  # polls that could never be stored (an impossible time, say): counted, not retried
 
 
 @dataclass(frozen=True)
@@ -104,27 +123,62 @@ def polls(count: int) -> str:
 
 
 def unwritable(path: str) -> str | None:
-    """Which of the history file, its -wal and -shm refuses writes (no permission, immutable), or None."""
+    """Which of the history file, its -wal and -shm refuses writes (no permission, immutable), or None.
+
+    Asked with access(2), not by opening: closing a descriptor of a file drops every POSIX lock this
+    process holds on it, SQLite's own locks included. An immutable file refuses writes even to root."""
     for candidate in (path, f"{path}-wal", f"{path}-shm"):
-        try:
-            descriptor = os.open(candidate, os.O_WRONLY)  # an immutable file refuses this even to root
-        except FileNotFoundError:
+        if not os.path.exists(candidate):
             continue
+        try:
+            if not os.access(candidate, os.W_OK, effective_ids=os.access in os.supports_effective_ids):
+                return candidate
         except OSError:
             return candidate
-        os.close(descriptor)
     return None
+
+
+def size_limit_reached(path: str) -> int | None:
+    """The file-size limit (RLIMIT_FSIZE, `ulimit -f`) when the history or its log has reached it, else None."""
+    try:
+        import resource  # noqa: PLC0415 - POSIX only
+    except ImportError:
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    sizes = []
+    for candidate in (path, f"{path}-wal", f"{path}-journal"):
+        try:
+            sizes.append(os.path.getsize(candidate))
+        except OSError:
+            pass
+    # A write that crosses the limit fails with EFBIG: the file stops within a page or two of it.
+    return soft if sizes and max(sizes) + FULL_MARGIN_BYTES >= soft else None
+
+
+def disk_full(path: str) -> bool:
+    """Whether the file system holding the history has (almost) no room left for this process."""
+    try:
+        found = os.statvfs(Path(path).parent)
+    except OSError:
+        return False
+    free = (found.f_bfree if os.geteuid() == 0 else found.f_bavail) * found.f_frsize
+    return free < FULL_MARGIN_BYTES
 
 
 def state_of(error: BaseException, path: str | None = None) -> tuple[RecorderState, str]:
     """The recorder state an SQLite (or opening) error means, with words for the header.
 
     SQLite reports a write to a file that does not take writes (immutable, permissions changed
-    under it) as a "disk I/O error": with `path`, that is told apart from a failing disk."""
+    under it) as a "disk I/O error", and so a write past the file-size limit (EFBIG) or, on some
+    paths, to a full disk: with `path`, those are told apart from a failing disk."""
+    if isinstance(error, DamagedHistory):
+        return "error", str(error)
     code = getattr(error, "sqlite_errorcode", None)
     primary = code & 0xFF if isinstance(code, int) else None
-    text = str(error)
-    lowered = text.lower()
+    words = str(error)
+    lowered = words.lower()
     if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "database is locked" in lowered:
         return "locked", REASONS["locked"]
     if primary == sqlite3.SQLITE_FULL or "disk is full" in lowered or "no space left" in lowered:
@@ -141,8 +195,15 @@ def state_of(error: BaseException, path: str | None = None) -> tuple[RecorderSta
         refusing = unwritable(path) if path else None
         if refusing is not None:
             return "read-only", f"not writable: {refusing}"
-        return "error", f"a write failed (SQLite: {text}); check the file and its disk"
-    return "error", text
+        limit = size_limit_reached(path) if path else None
+        if limit is not None:
+            return "full", f"the file-size limit (ulimit -f) of {limit} bytes is reached"
+        if path and disk_full(path):
+            return "full", f"no space left on the disk holding {path}"
+        return "error", f"a write failed (SQLite: {words}); check the file and its disk"
+    if path and is_damage(error):
+        return "error", damaged_words(path, words)
+    return "error", words
 
 
 @dataclass(frozen=True)
@@ -296,6 +357,11 @@ class Recorder:
         self._reason = ""
         self._written = 0
         self._dropped = 0
+        self._unstored = 0
+        self._unstored_problem = ""  # why the last poll that could never be stored was refused
+        self._damage = ""  # the file is damaged: nothing more is written to it (sticky)
+        self._shm = SharedMemory(self.path)
+        self._checked = False  # the file was found whole once (quick_check)
         self._retention_problem = ""
         self._checkpoint_problem = ""
         self._since_checkpoint = 0
@@ -322,13 +388,19 @@ class Recorder:
         with self._lock:
             return self._status()
 
+    @property
+    def checking(self) -> bool:
+        """Whether the file's damage check goes on on the writer thread (a big file): polls wait for it."""
+        store = self._store
+        return store is not None and store.unchecked
+
     def set_retention(self, retention: Retention) -> None:
         """An explicit retention (the --keep-* options): applied to the file, whatever it kept before."""
         self.retention, self.retention_explicit = retention, True
 
     def other_writers(self, fleets: list[str]) -> dict[str, OtherWriter]:
         """Of `fleets`, those another live process records into this file ({} when the file cannot be read now)."""
-        if self._store is None:
+        if self._store is None or self._shm.check() is not None:
             return {}
         try:
             return other_writers(self._store, fleets, self._clock())
@@ -456,11 +528,29 @@ class Recorder:
             self._in_hand = None
             self._written += isinstance(record, PollRecord)
             self._since_checkpoint += isinstance(record, PollRecord)
+        self._shm.note()  # SQLite may have grown its index
+
+    def _unstorable(self, record: PollRecord | _Event, error: BaseException) -> None:
+        """A record that can never be stored (retrying cannot help): counted and said, the rest go on."""
+        what = "poll" if isinstance(record, PollRecord) else f"{record.kind} event"
+        with self._lock:
+            self._in_hand = None
+            if isinstance(record, PollRecord):
+                self._unstored += 1
+            self._unstored_problem = f"a {what} could not be stored ({type(error).__name__}: {error})"
+            status = self._status()
+        self._changed(status)
 
     def _status(self) -> RecorderStatus:
         in_hand = self._in_hand is not None and isinstance(self._in_hand[1], PollRecord)
         waiting = sum(isinstance(r, PollRecord) for _, r in self._queue) + in_hand
         state, detail = self._state, self._reason
+        if self._damage and state != "stopped":
+            state, detail = "error", self._damage
+        if state == "recording" and self._unstored_problem:
+            # Said until the recorder stops: those polls are not in the file, whatever lands after them.
+            lost = f"{polls(self._unstored)} not stored: " if self._unstored else ""
+            state, detail = "error", f"{lost}{self._unstored_problem}; the other polls are recorded"
         if state == "recording" and self._retention_problem:
             state, detail = "error", self._retention_problem
         if state == "recording" and self._checkpoint_problem:
@@ -472,7 +562,7 @@ class Recorder:
             detail = f"{detail}, {waiting} waiting" if detail else f"{waiting} waiting"
         if state == "stopped" and waiting:
             detail = f"{polls(waiting)} not written"
-        return RecorderStatus(state, detail, self._written, waiting, self._dropped, self.path)
+        return RecorderStatus(state, detail, self._written, waiting, self._dropped, self.path, self._unstored)
 
     def _set_state(self, state: RecorderState, reason: str = "") -> None:
         with self._lock:
@@ -502,20 +592,71 @@ class Recorder:
         A file that is not a history (or is a newer one) is the operator's mistake: at start it is
         raised, for the CLI to report before anything opens; later it becomes the "error" state.
         """
+        if self._shm.check() is not None:
+            return None  # a connection this process keeps (never closed) still maps the old -shm: wait
         try:
-            return self._open_store(self.path)
+            # Checked for damage once: reopening a big file every second while it refuses writes must not read it whole each time.
+            store = self._open_store(self.path, check_seconds=None) if self._checked else self._open_store(self.path)
         except HistoryError as error:
             state, reason = state_of(error, self.path)
             if state == "error" and raise_bad_file:
                 raise
+            if isinstance(error, DamagedHistory):
+                self._damaged(str(error))
             self._set_state(state, reason)
             return None
+        self._shm = SharedMemory(self.path)
+        self._shm.note()
+        self._checked = self._checked or not getattr(store, "unchecked", False)
+        return store
+
+    def _damaged(self, words: str) -> None:
+        """The file is damaged: it is written no more (a write could spread the damage); polls wait, then are counted."""
+        with self._lock:
+            self._damage = words
+            status = self._status()
+        self._changed(status)
+
+    def _usable(self) -> bool:
+        """Whether the store may be touched now (see console.store.shared_memory); if not, the state says why.
+
+        A replaced -shm closes the store, to be reopened; one that takes no writes leaves it alone."""
+        if self._store is None or self._damage:
+            return False
+        verdict = self._shm.check()
+        if verdict is None:
+            return True
+        if verdict == REPLACED:
+            # Other processes now share another -shm (its index and its locks): close (the old mapping is still
+            # valid) and reopen, so every process uses the same one again.
+            self._drop_store()
+            self._store = self._open(raise_bad_file=False)
+            return self._store is not None
+        self._set_state("read-only", f"not writable: {verdict}")
+        return False
 
     # --- the writer thread ---------------------------------------------------------
+
+    def _finish_check(self) -> None:
+        """A big file's damage check, left unfinished at open, finished before anything is written to it."""
+        store = self._store
+        if store is None or not store.unchecked or not self._usable():
+            return
+        try:
+            store.finish_check()
+            self._checked = True
+        except DamagedHistory as error:
+            self._damaged(str(error))
+            self._drop_store()
+        except Unfinished:
+            pass  # interrupted: the recorder is closing
+        except sqlite3.Error as error:
+            self._set_state(*state_of(error, self.path))
 
     def _run(self) -> None:
         next_retention = time.monotonic()  # once at start, then every RETENTION_EVERY_SECONDS
         try:
+            self._finish_check()
             while True:
                 with self._wake:
                     while not self._stopping:
@@ -531,19 +672,26 @@ class Recorder:
                 if stopping:
                     self._flush_before_deadline()
                     return
+                if self._damage:
+                    self._retry_at = time.monotonic() + self._retry_seconds  # written no more; polls are counted at exit
+                    continue
                 if self._store is None:
                     self._store = self._open(raise_bad_file=False)
                     if self._store is None:
                         self._retry_at = time.monotonic() + self._retry_seconds
                         continue
+                    self._finish_check()
+                if not self._usable():
+                    self._retry_at = time.monotonic() + self._retry_seconds
+                    continue
                 if time.monotonic() >= next_retention:
                     finished = self._retain()
                     next_retention = time.monotonic() + (self._retention_every if finished else RETENTION_CATCH_UP_SECONDS)
-                    if self._store is not None:
+                    if self._store is not None and self._usable():
                         self._checkpoint()
                 if not self._write_queued():
                     self._retry_at = time.monotonic() + self._retry_seconds
-                elif self._since_checkpoint >= CHECKPOINT_EVERY:
+                elif self._since_checkpoint >= CHECKPOINT_EVERY and self._usable():
                     self._checkpoint()
         finally:
             self._finish()
@@ -551,6 +699,8 @@ class Recorder:
     def _write_queued(self, stopping: bool = False) -> bool:
         """Write queued records in order until the queue is empty (True) or the file refuses one (False)."""
         while True:
+            if not self._usable():
+                return False
             if stopping:
                 remaining = self._deadline - time.monotonic()
                 if remaining <= 0:
@@ -568,9 +718,18 @@ class Recorder:
                     if record.kind == STOPPED:
                         with self._lock:
                             detail = {**(detail or {}), "written": self._written, "dropped": self._dropped}
+                            if self._unstored:
+                                detail["unstored"] = self._unstored
                     self._store.write_event(record.at, record.kind, record.fleet, record.subject, detail)
+            except (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.DataError) as error:
+                # The record, not the file: a constraint or a value SQLite cannot take. Retrying cannot help.
+                self._unstorable(record, error)
+                continue
             except sqlite3.Error as error:
                 self._give_back()
+                if is_damage(error):
+                    self._damaged(damaged_words(self.path, str(error)))
+                    return False
                 state, reason = state_of(error, self.path)
                 self._set_state(state, reason)
                 if self._stopping:
@@ -579,10 +738,7 @@ class Recorder:
                     self._drop_store()  # SQLite fell back to read-only at open: only a fresh open can write again
                 return False
             except Exception as error:  # noqa: BLE001 - a record that can never be written must not block the rest
-                with self._lock:
-                    self._in_hand = None
-                    self._dropped += isinstance(record, PollRecord)
-                self._set_state("error", f"a poll could not be stored: {type(error).__name__}: {error}")
+                self._unstorable(record, error)
                 continue
             self._done(record)
             self._set_state("recording")
@@ -590,6 +746,8 @@ class Recorder:
     def _flush_before_deadline(self) -> None:
         """Try again and again, until the queue is written or the deadline passes (a lock may lift meanwhile)."""
         while True:
+            if self._damage:
+                return  # written no more: what is queued is counted
             if self._store is None:
                 self._store = self._open(raise_bad_file=False)
             if self._store is not None:
@@ -652,7 +810,7 @@ class Recorder:
             self._store.connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error as error:
             state, reason = state_of(error, self.path)
-            why = reason if state == "read-only" else str(error)
+            why = reason if state in ("read-only", "full") else str(error)
             problem = f"cannot fold the log into {name} ({why}); polls still land in {name}-wal, nothing lost yet"
         else:
             try:
@@ -670,12 +828,20 @@ class Recorder:
             self._changed(status)
 
     def _drop_store(self) -> None:
+        """Close the store, unless its -shm no longer takes writes: closing writes to it (SIGBUS), so the
+        connection is then kept, unclosed, to the end of the process (console.store.shared_memory)."""
         store, self._store = self._store, None
-        if store is not None:
-            try:
-                store.close()
-            except sqlite3.Error:
-                pass
+        if store is None:
+            return
+        verdict = self._shm.check()
+        if verdict is not None and verdict != REPLACED:
+            abandon(store.connection)  # SQLite keeps the old -shm mapped: `_open` goes on checking it
+            return
+        try:
+            store.close()
+        except sqlite3.Error:
+            pass
+        self._shm = SharedMemory(self.path)  # nothing of this file is mapped any more
 
     def _finish(self) -> None:
         self._drop_store()

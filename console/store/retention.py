@@ -177,9 +177,9 @@ WITH chunk AS (
            row_number() OVER (PARTITION BY replica_id, minute
                               ORDER BY sampled_at IS NOT NULL DESC, fetched_at DESC, poll_id DESC) AS rank,
            count(*) OVER whole AS n,
-           max(running) OVER whole AS running_peak,
-           max(waiting) OVER whole AS waiting_peak,
-           max(kv_usage) OVER whole AS kv_peak
+           max(CASE WHEN abs(running) < 9e999 THEN running END) OVER whole AS running_peak,  -- finite peaks only
+           max(CASE WHEN abs(waiting) < 9e999 THEN waiting END) OVER whole AS waiting_peak,
+           max(CASE WHEN abs(kv_usage) < 9e999 THEN kv_usage END) OVER whole AS kv_peak
     FROM chunk
     WINDOW whole AS (PARTITION BY replica_id, minute)
 )

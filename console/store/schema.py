@@ -7,14 +7,19 @@ refused rather than guessed at.
 Version 1: fleets, replicas, plan versions, polls, raw samples (counters and gauges
 as columns, one blob per histogram against a shared bucket layout), flag events,
 events. Version 2: one-minute rollups (the last sample of each minute, with the
-minute's peaks) and retention settings.
+minute's peaks) and retention settings. Version 3: what a page said of the process behind it
+(its model and engine labels, how many series of each figure it served: one row per distinct
+shape, referenced by each sample) and the impossible values it held (`doubtful`), so a replay
+detects a new process and a page cut short as the live console did. A version-2 file is still
+read (those samples say nothing of their process, as before); a writer migrates it.
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+OLDEST_READABLE = 2  # readers take a file of this version on without migrating it (what is newer is additive)
 
 COUNTER_COLUMNS = (
     "requests",
@@ -84,7 +89,15 @@ CREATE INDEX minutes_fleet_minute ON minutes (fleet_id, minute);
 CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)  # MIGRATIONS[n - 1] takes a file from version n - 1 to n
+_V3 = """
+CREATE TABLE page_shapes (id INTEGER PRIMARY KEY, shape TEXT NOT NULL UNIQUE);
+ALTER TABLE samples ADD COLUMN shape_id INTEGER REFERENCES page_shapes(id);
+ALTER TABLE samples ADD COLUMN doubtful TEXT;
+ALTER TABLE minutes ADD COLUMN shape_id INTEGER REFERENCES page_shapes(id);
+ALTER TABLE minutes ADD COLUMN doubtful TEXT;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)  # MIGRATIONS[n - 1] takes a file from version n - 1 to n
 
 
 class SchemaError(Exception):

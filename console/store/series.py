@@ -15,31 +15,46 @@ import math
 
 from console.fleet.hourly import MinutePoint
 from console.store.database import SAMPLE_READ_COLUMNS, Store, sample_from_columns
+from console.store.json_out import finite
 
-_S_COLUMNS = ", ".join(f"s.{c}" for c in SAMPLE_READ_COLUMNS)
-_M_COLUMNS = ", ".join(f"m.{c}" for c in SAMPLE_READ_COLUMNS)
 
-# The last poll of each replica-minute with the minute's peaks, then that one row of samples.
-_RAW = f"""
+def _finite_max(column: str) -> str:
+    """SQL for the largest finite value of `column` (an older capcon could store Infinity; SQLite writes it 9e999)."""
+    return f"max(CASE WHEN abs({column}) < 9e999 THEN {column} END)"
+
+
+def _queries(columns: tuple[str, ...]) -> tuple[str, str]:
+    """The raw-sample and rollup queries for a file's sample columns (a version-2 file has fewer)."""
+    found = _QUERIES.get(columns)
+    if found is None:
+        s_columns = ", ".join(f"s.{c}" for c in columns)
+        m_columns = ", ".join(f"m.{c}" for c in columns)
+        # The last poll of each replica-minute with the minute's peaks, then that one row of samples.
+        raw = f"""
 WITH last AS (
     SELECT s.replica_id AS replica_id, CAST(p.at / 60 AS INTEGER) AS minute, max(p.at) AS last_at,
-           max(s.running) AS running_max, max(s.waiting) AS waiting_max, max(s.kv_usage) AS kv_usage_max
+           {_finite_max("s.running")} AS running_max, {_finite_max("s.waiting")} AS waiting_max,
+           {_finite_max("s.kv_usage")} AS kv_usage_max
     FROM polls p JOIN samples s ON s.poll_id = p.id
     WHERE p.fleet_id = ? AND p.at >= ? AND p.at < ? AND s.sampled_at IS NOT NULL
     GROUP BY s.replica_id, minute
 )
-SELECT last.replica_id, last.minute, last.running_max, last.waiting_max, last.kv_usage_max, {_S_COLUMNS}
+SELECT last.replica_id, last.minute, last.running_max, last.waiting_max, last.kv_usage_max, {s_columns}
 FROM last
 JOIN polls p ON p.fleet_id = ? AND p.at = last.last_at
 JOIN samples s ON s.poll_id = p.id AND s.replica_id = last.replica_id
 WHERE s.sampled_at IS NOT NULL
 """
-
-_ROLLUP = f"""
-SELECT m.replica_id, CAST(m.minute / 60 AS INTEGER), m.running_max, m.waiting_max, m.kv_usage_max, {_M_COLUMNS}
+        rollup = f"""
+SELECT m.replica_id, CAST(m.minute / 60 AS INTEGER), m.running_max, m.waiting_max, m.kv_usage_max, {m_columns}
 FROM minutes m
 WHERE m.fleet_id = ? AND m.minute >= ? AND m.minute < ? AND m.sampled_at IS NOT NULL
 """
+        found = _QUERIES[columns] = (raw, rollup)
+    return found
+
+
+_QUERIES: dict[tuple[str, ...], tuple[str, str]] = {}
 
 
 def replica_urls(store: Store, fleet_id: int) -> dict[int, str]:
@@ -52,11 +67,13 @@ def minute_series(store: Store, fleet: str, start: float, end: float) -> dict[st
     if fleet_id is None:
         return {}
     found: dict[tuple[int, int], MinutePoint] = {}
+    columns = getattr(store, "read_columns", SAMPLE_READ_COLUMNS)
+    raw, rollup = _queries(columns)
     # Rollups first, so the raw samples of the same minute replace them.
-    for query, params in ((_ROLLUP, (fleet_id, start, end)), (_RAW, (fleet_id, start, end, fleet_id))):
+    for query, params in ((rollup, (fleet_id, start, end)), (raw, (fleet_id, start, end, fleet_id))):
         for replica_id, minute, running_max, waiting_max, kv_usage_max, *values in store.connection.execute(query, params):
-            sample = sample_from_columns(dict(zip(SAMPLE_READ_COLUMNS, values)), store.bounds)
-            found[(replica_id, minute)] = MinutePoint(sample, running_max, waiting_max, kv_usage_max)
+            sample = sample_from_columns(dict(zip(columns, values)), store.bounds, store.shape)
+            found[(replica_id, minute)] = MinutePoint(sample, finite(running_max), finite(waiting_max), finite(kv_usage_max))
     urls = replica_urls(store, fleet_id)
     series: dict[str, list[MinutePoint]] = {}
     for (replica_id, _), point in found.items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -80,10 +81,12 @@ def test_events_sit_beside_the_polls(tmp_path):
     assert store.events(start=60.0)[0].kind == "policy_switched"
 
 
-@pytest.mark.parametrize("value", [math.inf, 0.0, 1e-12])
-def test_odd_figures_survive_json(tmp_path, value):
+@pytest.mark.parametrize("value, stored", [(math.inf, None), (-math.inf, None), (math.nan, None), (0.0, 0.0), (1e-12, 1e-12)])
+def test_odd_figures_survive_json_and_impossible_ones_come_back_unknown(tmp_path, value, stored):
     figures = fleet(replica("r1", ttft_p99_seconds=value), at=1.0)
     view = advance(None, "f", figures, None, 1.0)
     store = Store.open(tmp_path / "h.sqlite")
     poll_id = store.write_poll(poll_record("f", FigureWatcher(), None, view, None, 1.0))
-    assert store.poll(poll_id).figures.replicas[0].ttft_p99_seconds == value
+    assert store.poll(poll_id).figures.replicas[0].ttft_p99_seconds == stored
+    (text,) = store.connection.execute("SELECT figures FROM polls WHERE id = ?", (poll_id,)).fetchone()
+    json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} stored"))  # strict JSON in the file
