@@ -299,8 +299,6 @@ async def test_the_console_never_shows_a_secret(guarded_prometheus):
         assert secret not in shown and quote(secret) not in shown
 
 
-@pytest.mark.xfail(reason="the plans table keeps the plan file's text as is (console/store: to be redacted with "
-                          "console.redact.redact before it is stored)", strict=False)
 async def test_a_plan_whose_targets_hold_credentials_is_recorded_without_them(tmp_path):
     import yaml
 

@@ -28,6 +28,7 @@ from console.fleet_handle import FleetHandle
 from console.fleet.flags import SEVERITY_RANK
 from console.metrics.figures import Figures, FleetFigures
 from console.plan.model import DAYS
+from console.store import json_out
 from console.store.when import iso_when
 from console.tui.literal import printable  # the console's rule: control characters shown as escapes
 from console.watcher import Watcher
@@ -460,19 +461,9 @@ def _flags_json(view) -> dict:
     return {"active": active, "pending": pending}
 
 
-def _strict(value):
-    """Strict JSON: every NaN or infinity (a figure nobody could compute) becomes null, at any depth."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _strict(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_strict(item) for item in value]
-    return value
-
-
 def _dumps(document: dict) -> str:
-    return json.dumps(_strict(document), indent=2, allow_nan=False)
+    """Strict JSON, by the one rule the history's JSON follows too (no NaN or Infinity; odd text escaped)."""
+    return json_out.dumps(document, indent=2)
 
 
 def once_lines(figures: FleetFigures, view, with_plan: bool, width: int | None = None) -> list[str]:
