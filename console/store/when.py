@@ -124,11 +124,11 @@ def local_zone() -> tzinfo:
 
 def zone_named(name: str) -> tzinfo:
     """`--tz`: an IANA zone name, UTC, or `local`; ValueError says what was expected."""
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # noqa: PLC0415
+    from console.plan.zones import ZoneNameError, zone_info  # noqa: PLC0415 - the plan's own zone rule
 
     if name.strip().lower() == "local":
         return local_zone()
     try:
-        return ZoneInfo(name.strip())
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"unknown time zone {name!r}; expected an IANA zone name such as UTC or Europe/Warsaw, or local") from None
+        return zone_info(name.strip())
+    except ZoneNameError as error:  # a region ("Europe"), a path, 5,000 characters: one line, never an OSError
+        raise ValueError(f"{error.problem}; expected {error.expected}, or local") from None

@@ -102,3 +102,12 @@ def test_any_typed_time_is_a_time_in_range_or_a_one_line_refusal(text):
         assert "\n" not in message and "expected " in message
         return
     assert 0.0 <= at <= 253_402_300_799.0
+
+
+@pytest.mark.parametrize("name", ["Europe", "A" * 5000, "../etc/passwd", "UTC\x00", "Europe/Nowhere", ""])
+def test_a_zone_that_is_not_one_is_a_value_error_naming_what_was_expected(name):
+    from console.store.when import zone_named  # noqa: PLC0415
+
+    with pytest.raises(ValueError) as raised:
+        zone_named(name)
+    assert "expected" in str(raised.value) and "\n" not in str(raised.value) and len(str(raised.value)) < 300
