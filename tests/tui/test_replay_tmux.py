@@ -36,8 +36,9 @@ def tmux_replay(tmp_path):
 
 def test_replay_in_tmux_shows_the_recorded_moment_steps_and_quits(tmux_replay):
     tmux = tmux_replay
-    screen = tmux.wait_for(f"REPLAY {utc(T0)} ×1 ‖")
-    assert "replica-0" in screen and "replica-2" in screen
+    # The header can be drawn a moment before the rows are mounted: wait for both.
+    screen = tmux.wait_until(lambda s: f"REPLAY {utc(T0)} ×1 ‖" in s and "replica-0" in s and "replica-2" in s,
+                             "the recorded moment and its replicas")
     assert "● live" not in screen
 
     tmux.keys(".")
