@@ -47,6 +47,7 @@ from console.overflow.admission import (
     timed_out,
 )
 from console.overflow.policy import MAX_QUEUE, Policy, PolicyError, as_json, in_force, parse_switch, summary
+from console.redact import redact, redact_url
 
 log = logging.getLogger("capcon.gateway")
 
@@ -69,7 +70,8 @@ class Replica:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.name = url.split("://", 1)[-1]
+        # As shown in logs, /admin/state and /metrics labels: never a `user:password@` or a `?token=`.
+        self.name = redact_url(url).split("://", 1)[-1]
         self.in_flight = 0
         self.healthy = True  # until a check or a refused connection says otherwise
         self.models: frozenset[str] = frozenset()
@@ -892,7 +894,7 @@ async def _to_client(write) -> None:
 
 
 def _problem(error: BaseException) -> str:
-    text = str(error) or type(error).__name__
+    text = redact(str(error)) or type(error).__name__  # client errors often quote the URL, credentials and all
     return f"{type(error).__name__}: {text}"[:300]
 
 

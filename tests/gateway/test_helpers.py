@@ -78,3 +78,12 @@ def test_replica_addresses_keep_scheme_host_and_port():
     assert base_url("https://vllm.internal:8443/metrics") == "https://vllm.internal:8443"
     with pytest.raises(ValueError):
         base_url("ftp://x:1")
+
+
+def test_a_replica_is_named_without_the_secrets_of_its_address():
+    from console.gateway.server import Replica, _problem  # noqa: PLC0415
+
+    replica = Replica("http://ops:hunter2-secret@10.0.0.11:8000?api_key=k-123")
+    assert "hunter2" not in replica.name and "k-123" not in replica.name and replica.url.endswith("k-123")
+    said = _problem(OSError("cannot connect to http://ops:hunter2-secret@10.0.0.11:8000/v1"))
+    assert "hunter2" not in said and "10.0.0.11:8000" in said
