@@ -164,7 +164,9 @@ async def test_prometheus_source_agrees_with_direct_scrape(vllm_server, promethe
         peak_kv = max((r.kv_usage or 0.0 for r in answered), default=0.0)
         peaks.append((peak_waiting, peak_kv))
         report(f"  under load through Prometheus ({job}): {len(answered)}/{len(polled)} polls up, waiting max {peak_waiting:.0f}, KV usage max {peak_kv:.3f}")
-    assert any(waiting > 0 and kv > 0.5 for waiting, kv in peaks)
+    # Prometheus scrapes once a second and vLLM's gauges flicker between steps: a job may catch the queue
+    # and miss the full cache, or the other way round; across the three jobs both must have been seen.
+    assert any(waiting > 0 for waiting, _ in peaks) and any(kv > 0.5 for _, kv in peaks)
 
 
 def test_watch_once_json_cli_through_prometheus(vllm_server, prometheus_server):
