@@ -3,6 +3,7 @@ reads a folder beside the checkout."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -25,19 +26,50 @@ def test_ci_runs_the_readme_test_command_verbatim_in_a_fresh_clone():
     assert "git clone" in ci and 'cd "$fresh/capcon" && ' + tests[0] in ci
 
 
+def climbs_out(source: str, depth: int) -> list[int]:
+    """Lines of a file `depth` folders below the root where `Path(__file__).parents[N]`, a `.parent` chain, or
+    `REPO.parent` reaches above the repository root: a fresh clone has nothing there.
+    """
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        levels = None
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "parents" \
+                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int) \
+                and _from_this_file(node.value.value):
+            levels = node.slice.value + 1
+        elif isinstance(node, ast.Attribute) and node.attr == "parent":  # each link of a chain; the outermost counts most
+            levels, inner = 0, node
+            while isinstance(inner, ast.Attribute) and inner.attr == "parent":
+                levels, inner = levels + 1, inner.value
+            if not _from_this_file(inner):
+                # REPO.parent and the like: a name for the root, climbed above
+                levels = levels + depth + 1 if isinstance(inner, ast.Name) and inner.id in ROOT_NAMES else None
+        if levels is not None and levels > depth + 1:
+            found.append(node.lineno)
+    return sorted(set(found))
+
+
+ROOT_NAMES = {"REPO", "ROOT"}
+
+
+def _from_this_file(node: ast.AST) -> bool:
+    return "__file__" in ast.dump(node)
+
+
 def test_nothing_reads_outside_the_repository():
-    # A path that climbs out of the checkout, or an environment variable pointing at data, is how tests used to
-    # reach captures that a fresh clone does not have.
-    climbing = re.compile(r"""REPO\.parent|parents\[2\] / "shared"|\.\./shared|CAPCON_VLLM_SAMPLES|CAPCON_SHARED""")
     offenders = []
     for folder in ("tests", "benchmarks", "scripts", "console"):
         for path in (REPO / folder).rglob("*.py"):
-            if path.name == Path(__file__).name:
-                continue
-            for number, line in enumerate(path.read_text().splitlines(), 1):
-                if climbing.search(line):
-                    offenders.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
+            depth = len(path.relative_to(REPO).parts) - 1  # parents[depth] of the file is the root
+            offenders += [f"{path.relative_to(REPO)}:{line}" for line in climbs_out(path.read_text(), depth)]
     assert offenders == []
+
+
+def test_the_climb_check_sees_a_climb():
+    # A file in tests/metrics/: parents[2] is the root, parents[3] and REPO.parent are above it.
+    source = ("from pathlib import Path\nA = Path(__file__).resolve().parents[3]\nB = REPO.parent\n"
+              "C = Path(__file__).parents[2]\nD = Path(__file__).parent.parent.parent.parent\n")
+    assert climbs_out(source, depth=2) == [2, 3, 5]
 
 
 def test_every_capture_the_tests_name_is_in_the_repository():
