@@ -136,7 +136,7 @@ def short_names(names: list[str] | tuple[str, ...], width: int) -> dict[str, str
     if width <= 1 or all(len(n) <= width for n in names):
         return {n: n for n in names}
     if len(names) < 2:
-        return {n: _middle(n, width) for n in names}
+        return {n: middle_cut(n, width) for n in names}
     prefix = _common_prefix(names)
     suffix = _common_suffix([n[len(prefix):] for n in names])
     shown = {}
@@ -153,7 +153,7 @@ def short_names(names: list[str] | tuple[str, ...], width: int) -> dict[str, str
             room = width - len(lead + core)
             shown[name] = lead + core + (suffix[: room - 1] + "…" if room < len(suffix) else suffix)
         else:
-            shown[name] = _middle(lead + core, width)
+            shown[name] = middle_cut(lead + core, width)
     return shown
 
 
@@ -165,7 +165,8 @@ def _tail_that_fits(prefix: str, room: int) -> str:
     return ""
 
 
-def _middle(value: str, width: int) -> str:
+def middle_cut(value: str, width: int) -> str:
+    """At most `width` cells, cut in the middle with an ellipsis (the ends of a name tell it apart)."""
     if len(value) <= width:
         return value
     head = (width - 1) // 2

@@ -12,6 +12,8 @@ import unicodedata
 
 from rich.text import Text
 
+from console.fleet.format import middle_cut
+
 
 def printable(value: object) -> str:
     out = []
@@ -35,9 +37,5 @@ def fit(value: str, width: int, right: bool = False) -> str:
 
 
 def fit_middle(value: str, width: int) -> str:
-    """Cut from the middle: replica names differ at their ends (host numbers, ports)."""
-    if len(value) <= width:
-        return value.ljust(width)
-    head = (width - 1) // 2
-    tail = width - 1 - head
-    return value[:head] + "…" + (value[-tail:] if tail else "")
+    """Cut from the middle, then pad: replica names differ at their ends (host numbers, ports)."""
+    return middle_cut(value, width).ljust(width)
