@@ -72,22 +72,25 @@ async def whole(http: aiohttp.ClientSession, url: str, max_tokens: int) -> tuple
         return response.status, answer["usage"]["completion_tokens"]
 
 
-async def test_the_gateway_carries_real_vllm_answers_whole_and_counts_what_vllm_counts(vllm_server, report):
-    config = GatewayConfig(targets=(vllm_server.base_url,), plan_policy=Policy(mode="pass"), listen=("127.0.0.1", 0),
-                           health_interval=1.0)
-    gateway = Gateway(config)
-    await gateway.start()
-    try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as http:
-            before = await settled_count(http, vllm_server.metrics_url)
-            streams = [streamed(http, gateway.url, 24) for _ in range(6)]
-            wholes = [whole(http, gateway.url, 16) for _ in range(4)]
-            answers = await asyncio.gather(*streams, *wholes)
-            after = await settled_count(http, vllm_server.metrics_url)
-            async with http.get(gateway.url + "/metrics") as response:
-                exposition = await response.text()
-    finally:
-        await gateway.stop(drain_timeout=5.0)
+@pytest.fixture
+async def gateway(vllm_server):
+    """A gateway in pass mode in front of the real vLLM."""
+    server = Gateway(GatewayConfig(targets=(vllm_server.base_url,), plan_policy=Policy(mode="pass"),
+                                   listen=("127.0.0.1", 0), health_interval=1.0))
+    await server.start()
+    yield server
+    await server.stop(drain_timeout=5.0)
+
+
+async def test_the_gateway_carries_real_vllm_answers_whole_and_counts_what_vllm_counts(vllm_server, gateway, report):
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as http:
+        before = await settled_count(http, vllm_server.metrics_url)
+        streams = [streamed(http, gateway.url, 24) for _ in range(6)]
+        wholes = [whole(http, gateway.url, 16) for _ in range(4)]
+        answers = await asyncio.gather(*streams, *wholes)
+        after = await settled_count(http, vllm_server.metrics_url)
+        async with http.get(gateway.url + "/metrics") as response:
+            exposition = await response.text()
     stream_answers, whole_answers = answers[:6], answers[6:]
     assert all(answer == (200, 24, True) for answer in stream_answers), stream_answers
     assert all(answer == (200, 16) for answer in whole_answers), whole_answers
@@ -101,35 +104,28 @@ def finished(text: str, reason: str) -> float:
     return sum(value for labels, value in raw_metrics.samples(text, SUCCESS) if labels.get("finished_reason") == reason)
 
 
-async def test_a_client_that_leaves_a_real_stream_stops_vllm_generating_it(vllm_server, report):
-    config = GatewayConfig(targets=(vllm_server.base_url,), plan_policy=Policy(mode="pass"), listen=("127.0.0.1", 0),
-                           health_interval=1.0)
-    gateway = Gateway(config)
-    await gateway.start()
-    try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as http:
-            await settled_count(http, vllm_server.metrics_url)
-            idle = await metrics_text(http, vllm_server.metrics_url)
-            # 900 tokens at a few tens a second on CPU: tens of seconds if nobody stopped it.
-            response = await http.post(gateway.url + "/v1/completions", json=body(900, True))
-            first = await response.content.readline()
-            assert first.startswith(b"data:")
-            running = raw_metrics.total(await metrics_text(http, vllm_server.metrics_url), RUNNING)
-            assert running == 1
-            response.close()  # the client walks away mid-stream
-            loop = asyncio.get_running_loop()
-            started = loop.time()
-            freed = False
-            for _ in range(300):
-                text = await metrics_text(http, vllm_server.metrics_url)
-                if raw_metrics.total(text, RUNNING) == 0:
-                    freed = True
-                    break
-                await asyncio.sleep(0.1)
-            freed_after = loop.time() - started
-            generated = raw_metrics.total(text, "vllm:generation_tokens_total") - raw_metrics.total(idle, "vllm:generation_tokens_total")
-    finally:
-        await gateway.stop(drain_timeout=5.0)
+async def test_a_client_that_leaves_a_real_stream_stops_vllm_generating_it(vllm_server, gateway, report):
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as http:
+        await settled_count(http, vllm_server.metrics_url)
+        idle = await metrics_text(http, vllm_server.metrics_url)
+        # 900 tokens at a few tens a second on CPU: tens of seconds if nobody stopped it.
+        response = await http.post(gateway.url + "/v1/completions", json=body(900, True))
+        first = await response.content.readline()
+        assert first.startswith(b"data:")
+        running = raw_metrics.total(await metrics_text(http, vllm_server.metrics_url), RUNNING)
+        assert running == 1
+        response.close()  # the client walks away mid-stream
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        freed = False
+        for _ in range(300):
+            text = await metrics_text(http, vllm_server.metrics_url)
+            if raw_metrics.total(text, RUNNING) == 0:
+                freed = True
+                break
+            await asyncio.sleep(0.1)
+        freed_after = loop.time() - started
+        generated = raw_metrics.total(text, "vllm:generation_tokens_total") - raw_metrics.total(idle, "vllm:generation_tokens_total")
     report(f"real vLLM: a client leaving a 900-token stream freed vLLM's slot {freed_after:.1f} s later "
            f"(it had generated {generated:.0f} of its 900 tokens)")
     assert freed, "vLLM went on generating a stream whose client had left"
