@@ -90,8 +90,9 @@ def test_timeouts_and_shutdown_are_503_with_retry_after_and_words():
 
 states = st.builds(
     Load,
+    # Replica names are unique in a gateway (its targets are deduplicated): the decision names one replica.
     replicas=st.lists(st.builds(ReplicaLoad, st.text(min_size=1, max_size=5), st.integers(0, 500), st.booleans()),
-                      max_size=6).map(tuple),
+                      max_size=6, unique_by=lambda r: r.name).map(tuple),
     queued=st.integers(0, 10_000), batch_queued=st.integers(0, 10_000),
     completions_per_second=st.none() | st.floats(allow_nan=True, allow_infinity=True),
     seconds_to_off_peak=st.none() | st.floats(allow_nan=True, allow_infinity=True),
