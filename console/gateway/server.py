@@ -119,6 +119,12 @@ class Gateway:
         self.current = self.plan_policy
         unique = list(dict.fromkeys(config.targets))
         self.replicas = [Replica(url) for url in unique]
+        # Two addresses that differ only by a secret read alike once redacted: number them, as the sources do.
+        seen: dict[str, int] = {}
+        for replica in self.replicas:
+            seen[replica.name] = seen.get(replica.name, 0) + 1
+            if seen[replica.name] > 1:
+                replica.name = f"{replica.name}#{seen[replica.name]}"
         self._by_name = {r.name: r for r in self.replicas}
         self.models: frozenset[str] = frozenset()
         self.queue: OrderedDict[int, _Waiter] = OrderedDict()

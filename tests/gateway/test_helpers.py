@@ -87,3 +87,14 @@ def test_a_replica_is_named_without_the_secrets_of_its_address():
     assert "hunter2" not in replica.name and "k-123" not in replica.name and replica.url.endswith("k-123")
     said = _problem(OSError("cannot connect to http://ops:hunter2-secret@10.0.0.11:8000/v1"))
     assert "hunter2" not in said and "10.0.0.11:8000" in said
+
+
+def test_addresses_alike_but_for_a_secret_are_two_replicas():
+    from console.gateway.config import GatewayConfig  # noqa: PLC0415
+    from console.gateway.server import Gateway  # noqa: PLC0415
+    from console.overflow.policy import Policy  # noqa: PLC0415
+
+    urls = ("http://a:one@10.0.0.1:8000", "http://a:two@10.0.0.1:8000")
+    server = Gateway(GatewayConfig(targets=urls, plan_policy=Policy(mode="pass")))
+    names = [r.name for r in server.replicas]
+    assert len(set(names)) == 2 and not any("one" in n or "two" in n for n in names)
