@@ -9,7 +9,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.commands.watch import _dumps, flag_lines, once_json
+from console.commands.watch_output import _dumps, flag_lines, once_json
 from console.fleet.view import advance
 from tests.fleet.builders import fleet, plan_now, replica
 
@@ -86,7 +86,7 @@ def test_with_a_plan_and_nothing_holding_the_lines_say_so():
 
 
 def test_a_source_that_failed_is_one_line_of_text():
-    from console.commands.watch import once_lines
+    from console.commands.watch_output import once_lines
     from console.sources.prometheus import failed_figures
 
     figures = failed_figures(60.0, NOW, "Prometheus at http://p:9090: answer to the up query: result is a string, not a list\x1b[2J")
@@ -97,7 +97,7 @@ def test_a_source_that_failed_is_one_line_of_text():
 
 
 def test_names_and_notes_in_the_table_are_printable():
-    from console.commands.watch import render_table
+    from console.commands.watch_output import render_table
 
     evil = replica("evil\x1b[2J:8000", state="down", error="HTTP 503 \x1b]0;owned\x07")
     text = render_table(fleet(evil, at=NOW))

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from console.commands.watch import once_json
+from console.commands.watch_output import once_json
 from console.sources.base import targets_from
 from console.sources.scrape import ScrapeSource
 from console.store.database import Store

@@ -2,7 +2,7 @@
 
 import pytest
 
-from console.commands.watch import COLUMNS, render_table
+from console.commands.watch_output import COLUMNS, render_table
 from console.metrics.figures import Figures, FleetFigures
 
 
