@@ -87,7 +87,7 @@ class Round:
         self.client_cpu = 0.0
         self.wall = 0.0
 
-    def merge(self, other: "Round") -> None:
+    def merge(self, other: Round) -> None:
         self.ttft += other.ttft
         self.gaps += other.gaps
         self.tokens += other.tokens
@@ -124,7 +124,7 @@ async def drive(url: str, model: str, streams: int, per_worker: int, tokens: int
                                 result.gaps.append(now - last)
                             last = now
                             result.tokens += 1
-                except (aiohttp.ClientError, asyncio.TimeoutError):
+                except (TimeoutError, aiohttp.ClientError):
                     result.failed += 1
 
         await asyncio.gather(*(worker(i) for i in range(streams)))
@@ -235,7 +235,7 @@ def main() -> int:
         skipped = []
         if args.uvloop:
             try:
-                import uvloop  # noqa: F401
+                import uvloop  # noqa: F401 - only whether it imports
             except ImportError:
                 skipped.append("gateway pass on uvloop: skipped (uvloop is not importable)")
             else:

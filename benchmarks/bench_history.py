@@ -37,15 +37,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from console.metrics.exposition import parse  # noqa: E402
-from console.metrics.vllm import FAMILIES, Histogram, ReplicaSample, sample_from_page  # noqa: E402
-from console.sources.base import TargetResult  # noqa: E402
-from console.store import codec  # noqa: E402
-from console.store.database import Store  # noqa: E402
-from console.store.records import PollRecord  # noqa: E402
-from console.store.retention import Retention, apply_retention  # noqa: E402
-from console.store.schema import HISTOGRAM_COLUMNS  # noqa: E402
-from console.watcher import Watcher  # noqa: E402
+from console.live.watcher import RecordedSource, Watcher
+from console.metrics.exposition import parse
+from console.metrics.vllm import FAMILIES, Histogram, ReplicaSample, sample_from_page
+from console.replay.controller import first_view
+from console.store import codec
+from console.store.database import Store
+from console.store.records import PollRecord
+from console.store.retention import Retention, apply_retention
+from console.store.schema import HISTOGRAM_COLUMNS
+from console.targets import TargetResult
 
 DEFAULT_PAGE = REPO / "tests" / "fixtures" / "vllm" / "vllm-0.32.0-cpu_tiny-llama_small-kv.txt"
 DAY = 86400.0
@@ -240,10 +241,6 @@ def timed(function, repeat: int):
     return statistics.median(times), result
 
 
-class RecordedSource:
-    def __init__(self, name: str) -> None:
-        self.name = name
-
 
 def open_and_show_first_poll(path: Path):
     """Open read-only, index the polls, read and replay the first: what a replay needs before its first frame."""
@@ -359,17 +356,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"open_seconds: {open_seconds:.3f}  (open read-only, index {polls} polls, read and replay the first;"
               f" target < 1 s; ratio_vs_reading_all {open_seconds / whole_seconds:.4f})")
         print(f"reading every poll (baseline): {whole_seconds:.2f} s for {read} samples")
-        try:
-            from console.replay.loader import first_view
-        except ImportError:
-            print("replay first frame: console.replay.loader.first_view not in this build")
-        else:
-            first_frame, _ = timed(lambda: first_view(each_second)[0].replay.close(), repeat)
-            print(f"replay_first_frame_seconds: {first_frame:.3f}  (console.replay.loader.first_view at the start of the recording)")
-            if seconds > 1800:
-                middle = START + seconds / 2
-                seek, _ = timed(lambda: first_view(each_second, start=middle)[0].replay.close(), 1)
-                print(f"replay first frame in the middle of the hour: {seek:.3f} s (warms flags and trends up on the 15 min before it)")
+        first_frame, _ = timed(lambda: first_view(each_second)[0].replay.close(), repeat)
+        print(f"replay_first_frame_seconds: {first_frame:.3f}  (console.replay.controller.first_view at the start of the recording)")
+        if seconds > 1800:
+            middle = START + seconds / 2
+            seek, _ = timed(lambda: first_view(each_second, start=middle)[0].replay.close(), 1)
+            print(f"replay first frame in the middle of the hour: {seek:.3f} s (warms flags and trends up on the 15 min before it)")
     if args.minutes < 60 or args.replicas < 20:
         print(f"\nnote: {args.replicas} replicas for {args.minutes:g} min; the issue's open target is for 20 replicas over an hour")
     return 0

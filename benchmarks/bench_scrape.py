@@ -30,7 +30,7 @@ DEFAULT_PAGE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "vll
 async def serve(page: Path, count: int, plain: bool) -> None:
     from aiohttp import web
 
-    body = page.read_bytes()
+    body = page.read_bytes()  # noqa: ASYNC240 - once, before the server starts serving
     gzipped = gzip.compress(body)  # once: vLLM compresses each answer, but that is server CPU, not ours
 
     async def metrics(request):
@@ -55,8 +55,8 @@ async def serve(page: Path, count: int, plain: bool) -> None:
 async def measure(ports: list[int], refreshes: int) -> dict[str, float]:
     from prometheus_client.parser import text_string_to_metric_families
 
-    from console.sources.base import Target
     from console.sources.scrape import ScrapeSource
+    from console.targets import Target
 
     targets = [Target(f"r{port}", f"http://127.0.0.1:{port}/metrics") for port in ports]
     source = ScrapeSource(targets, timeout=30)

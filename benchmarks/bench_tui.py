@@ -95,18 +95,27 @@ class BenchWatcher:
         self.status_file = status_file
         self.polls = 0
 
+    window_seconds = 60.0
+
     async def poll(self):
+        from console.live.watcher import Poll
+
         self.polls += 1
         report_refresh(self.status_file, self.polls)
-        return fleet_figures(self.replicas, self.polls if self.changing else 0, time.time())
+        figures = fleet_figures(self.replicas, self.polls if self.changing else 0, time.time())
+        return Poll(figures, None, figures.at, figures.window_seconds, 1.0)
+
+    async def aclose(self) -> None:
+        pass
 
 
 # --- the children: what runs inside tmux ---------------------------------------
 
 
 def run_console(replicas: int, changing: bool, ready_file: str) -> None:
+    from console.live.handle import FleetHandle
     from console.plan.schema import load_plan
-    from console.tui.app import DEFAULT_THEME, ConsoleApp, FleetHandle
+    from console.tui.app import DEFAULT_THEME, ConsoleApp
 
     plan = load_plan(str(PLAN))
     watcher = BenchWatcher(replicas, changing, ready_file)
@@ -117,7 +126,8 @@ def run_datatable(replicas: int, changing: bool, ready_file: str) -> None:
     from textual.app import App
     from textual.widgets import DataTable
 
-    from console.fleet.view import COLUMNS, Row
+    from console.fleet.columns import CONSOLE_COLUMNS as COLUMNS
+    from console.fleet.view import Row
     from console.tui.app import DEFAULT_THEME
     from console.tui.widgets.table_row import cell
 

@@ -17,11 +17,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from console.commands.demo import fleet_handle  # noqa: E402
-from console.plan.schema import load_plan  # noqa: E402
-from console.sim.fleet import SimFleet  # noqa: E402
-from console.store.recorder import Recorder  # noqa: E402
-from console.tui.app import DEFAULT_THEME, ConsoleApp  # noqa: E402
+from console.commands.demo import demo_handle
+from console.plan.schema import load_plan
+from console.sim.fleet import SimFleet
+from console.store.recorder import Recorder
+from console.tui.app import DEFAULT_THEME, ConsoleApp
 
 PLANS = (REPO / "plans" / "internal-assistant-18rps.yaml", REPO / "plans" / "chat-8b-l40s.yaml")
 WINDOW_SECONDS = 20.0
@@ -31,7 +31,7 @@ SPIKE_SECONDS_BEFORE_SHOT = 14
 
 def handle_for(sim: SimFleet, plan):
     # The same wiring as `capcon demo`: the real scrape source, the plan read at the simulated hour.
-    return fleet_handle(sim, plan, WINDOW_SECONDS, interval_seconds=1.0)
+    return demo_handle(sim, plan, WINDOW_SECONDS, interval_seconds=1.0)
 
 
 async def run_for(pilot, seconds: float) -> None:

@@ -73,7 +73,7 @@ def test_the_climb_check_sees_a_climb():
 
 
 def test_every_capture_the_tests_name_is_in_the_repository():
-    from tests.metrics.pages import ALL_SAMPLES, SAMPLES  # noqa: PLC0415
+    from tests.metrics.pages import ALL_SAMPLES, SAMPLES
 
     assert SAMPLES.is_relative_to(REPO)
     for name in ALL_SAMPLES:

@@ -10,8 +10,8 @@ FORBIDDEN = ["textual", "rich", "httpx", "sqlite3", "sqlite_utils", "aiohttp", "
 
 
 def _pure_modules() -> list[str]:
-    import pkgutil
     import importlib
+    import pkgutil
 
     names = []
     for package in PURE_PACKAGES:
@@ -25,8 +25,8 @@ def _pure_modules() -> list[str]:
 @pytest.mark.parametrize("module", _pure_modules())
 def test_pure_module_imports_nothing_impure(module):
     code = (
-        "import sys, importlib; importlib.import_module(%r); "
-        "print(','.join(m for m in %r if m in sys.modules))" % (module, FORBIDDEN)
+        f"import sys, importlib; importlib.import_module({module!r}); "
+        f"print(','.join(m for m in {FORBIDDEN!r} if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"{module} pulls in {out.stdout.strip()}"

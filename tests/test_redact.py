@@ -22,11 +22,11 @@ from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from console.live.watcher import Watcher
 from console.redact import redact, redact_url, secret_name, url_secrets
-from console.sources.base import targets_from
 from console.sources.prometheus import PrometheusSource
 from console.sources.scrape import ScrapeSource
-from console.watcher import Watcher
+from console.targets import targets_from
 from tests.metrics.pages import REPO, V032_SMALL_KV, sample_text
 from tests.sources.servers import closed_port, serve
 
@@ -264,7 +264,7 @@ async def test_prometheus_credentials_go_out_as_basic_auth_and_its_errors_hold_n
 
 
 async def test_the_console_never_shows_a_secret(guarded_prometheus):
-    from console.fleet_handle import FleetHandle
+    from console.live.handle import FleetHandle
     from console.tui.app import ConsoleApp
 
     base, _seen = guarded_prometheus

@@ -17,8 +17,8 @@ import asyncio
 import json
 import math
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import httpx
 

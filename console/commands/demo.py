@@ -73,7 +73,7 @@ def demo_plan_path() -> str:
 
 
 def run(args) -> int:
-    from console.commands.watch import check_console_interval, check_theme
+    from console.commands.console_options import check_console_interval, check_theme
     from console.plan.schema import load_plan
 
     check_console_interval(args.interval)
@@ -93,19 +93,16 @@ def run(args) -> int:
         raise UserError(f"the simulated fleet could not start: {error}") from None
 
 
-def fleet_handle(sim, plan, window_seconds: float, interval_seconds: float):
-    """The console's view of a simulated fleet: real scrape source, compared with the plan at the simulated hour."""
+def demo_handle(sim, plan, window_seconds: float, interval_seconds: float):
+    """The console's view of a simulated fleet: the real scrape source, compared with the plan at the simulated hour."""
     from console.fleet.plan_now import week_time
-    from console.sources.base import Target
-    from console.sources.scrape import ScrapeSource
-    from console.tui.app import FleetHandle
-    from console.watcher import Watcher
+    from console.live.setup import handle_on_urls
 
-    targets = [Target(f"replica-{i}", url) for i, url in enumerate(sim.metrics_urls)]
-    source = ScrapeSource(targets, timeout=2.0)
-    watcher = Watcher(source, window_seconds, plan=plan, interval_seconds=interval_seconds)
     # The simulated fleet runs the plan's week fast: the plan is read at the simulated hour, not the clock's.
-    return FleetHandle(plan.name, plan, watcher, plan_clock=lambda now: week_time(sim.traffic.week_seconds()))
+    return handle_on_urls(
+        plan.name, plan, sim.metrics_urls, window_seconds, interval_seconds,
+        plan_clock=lambda now: week_time(sim.traffic.week_seconds()),
+    )
 
 
 async def _demo(plan, args, path=None) -> int:
@@ -115,7 +112,7 @@ async def _demo(plan, args, path=None) -> int:
     from console.tui.app import DEFAULT_THEME, ConsoleApp
 
     async with SimFleet(plan, replicas=args.replicas, speed=args.time_scale, seed=args.seed, start_week_seconds=args.start) as sim:
-        handle = fleet_handle(sim, plan, args.window, args.interval)
+        handle = demo_handle(sim, plan, args.window, args.interval)
         with recording(path, args, [handle], "demo") as recorder:
             app = ConsoleApp(
                 [handle],

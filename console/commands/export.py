@@ -20,18 +20,18 @@ import stat
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from heapq import merge
 from pathlib import Path
-from typing import Iterator
 
+from console.commands.history import add_history_options, chosen_fleets, default_db_path, open_history, time_range
 from console.errors import UserError
-from console.metrics.figures import Figures
+from console.metrics.figures import FLEET_TOTAL, Figures
 from console.store import json_out
 from console.store.database import Store, read_histogram, reading_errors
 from console.store.schema import COUNTER_COLUMNS, HISTOGRAM_COLUMNS
-from console.commands.history import add_history_options, chosen_fleets, default_db_path, open_history, time_range
-from console.store.when import iso_when
+from console.when import iso_when
 
 # The first bytes of an SQLite database, of a write-ahead log (two byte orders) and of a rollback journal.
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -277,7 +277,7 @@ def _output(path: str, counted: _Counted):
 def _in_place(path: str, shown: str, counted: _Counted):
     """A device or pipe: written as it comes (there is nothing to rename); a failure says how far it got."""
     try:
-        file = open(path, "w", encoding="utf-8", newline="")
+        file = open(path, "w", encoding="utf-8", newline="")  # noqa: SIM115 - closed by the `with file:` below, once opening is known to work
     except OSError as error:
         raise UserError(f"{shown}: cannot write ({error.strerror}); expected a writable file path") from None
     try:
@@ -457,8 +457,8 @@ _FIGURE_COLUMNS = ["time", "unix", "fleet", "poll", "subject", "url", "window_se
 def _figures(store: Store, fleets, start, end, form):
     """Each poll's figures as a replay starting at --from shows them: warmed up on the polls before it, each
     console run (a recorder restart, clean or not) starting from an empty watcher as it did live."""
-    from console.replay.fleet_replay import FleetReplay  # noqa: PLC0415 - only this export replays
-    from console.replay.loader import recorded_fleets  # noqa: PLC0415
+    from console.replay.fleet_replay import FleetReplay  # only this export replays
+    from console.replay.loader import recorded_fleets
 
     def replayed(recorded):
         fleet_replay = FleetReplay(recorded)
@@ -469,7 +469,7 @@ def _figures(store: Store, fleets, start, end, form):
     def rows():
         # Fleets side by side in time order, as the polls were taken.
         for _, _, poll, figures in merge(*(replayed(f) for f in recorded_fleets(store, fleets, start, end))):
-            for subject, f in (("fleet", figures.fleet), *((r.name, r) for r in figures.replicas)):
+            for subject, f in ((FLEET_TOTAL, figures.fleet), *((r.name, r) for r in figures.replicas)):
                 row = {
                     "time": _iso(poll.at), "unix": poll.at, "fleet": poll.fleet, "poll": poll.id,
                     "subject": subject, "url": f.url, "window_seconds": figures.window_seconds, "source": figures.source,

@@ -64,7 +64,7 @@ def _number(kind, low: float, high: float, low_open: bool = False):
 
 
 def add_parser(sub):
-    from console.overflow.policy import MAX_INFLIGHT, MAX_QUEUE, MAX_WAIT_SECONDS, MODES  # noqa: PLC0415
+    from console.overflow.policy import MAX_INFLIGHT, MAX_QUEUE, MAX_WAIT_SECONDS, MODES
 
     parser = sub.add_parser(
         "gateway",
@@ -141,12 +141,12 @@ def _secret(variable: str, option: str, minimum: int = 1) -> str:
 
 def build_config(args):
     """The gateway's configuration from the options and the plan; UserError for anything wrong."""
-    from dataclasses import replace  # noqa: PLC0415
+    from dataclasses import replace
 
-    from console.gateway import config as cfg  # noqa: PLC0415
-    from console.gateway.offpeak import parse_window, seconds_to_daily_window  # noqa: PLC0415
-    from console.overflow.policy import Policy  # noqa: PLC0415
-    from console.plan.schema import load_plan  # noqa: PLC0415
+    from console.gateway import config as cfg
+    from console.gateway.offpeak import parse_window, seconds_to_daily_window
+    from console.overflow.policy import Policy
+    from console.plan.schema import load_plan
 
     plan = load_plan(args.plan) if args.plan else None
     if plan is not None and args.prompts_may_leave and not plan.data.prompts_may_leave:
@@ -237,7 +237,7 @@ def build_config(args):
             window = parse_window(args.off_peak)
         except ValueError as problem:
             raise UserError(f"--off-peak {args.off_peak!r}: {problem}; expected HH:MM or HH:MM-HH:MM") from None
-        off_peak = lambda now, window=window: seconds_to_daily_window(window, now, zone)  # noqa: E731
+        off_peak = lambda now, window=window: seconds_to_daily_window(window, now, zone)  # noqa: E731 - a clock function, the same shape as the plan's
     elif plan is not None:
         off_peak = cfg.off_peak_from_plan(plan)
 
@@ -246,7 +246,7 @@ def build_config(args):
     if args.db is not None:
         if not args.db.strip():
             raise UserError("--db: empty path; expected a history file path")
-        from console.gateway.history import SwitchHistory  # noqa: PLC0415
+        from console.gateway.history import SwitchHistory
 
         history = SwitchHistory(args.db, fleet)
         history.open()
@@ -271,9 +271,9 @@ def _setup_logging() -> None:
 
 
 async def _serve(config, loop_name: str = "asyncio") -> None:
-    from console.gateway.config import is_loopback  # noqa: PLC0415
-    from console.gateway.server import Gateway  # noqa: PLC0415
-    from console.overflow.policy import summary  # noqa: PLC0415
+    from console.gateway.config import is_loopback
+    from console.gateway.server import Gateway
+    from console.overflow.policy import summary
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -325,10 +325,10 @@ def _loop_factory(choice: str):
     if choice == "asyncio":
         return None
     try:
-        import uvloop  # noqa: PLC0415 - optional
-    except ImportError:
+        import uvloop  # optional
+    except ImportError:  # a third-party extra, not installed on Windows (pyproject.toml): auto runs on asyncio's loop
         if choice == "uvloop":
-            raise UserError("--loop uvloop: uvloop is not installed; expected `pip install uvloop`, or --loop asyncio")
+            raise UserError("--loop uvloop: uvloop is not installed; expected `pip install uvloop`, or --loop asyncio") from None
         return None
     return uvloop.new_event_loop
 

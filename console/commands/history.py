@@ -29,8 +29,9 @@ from console.plan.model import DAYS, Plan
 from console.plan.schema import PlanError, load_plan, parse_plan
 from console.store import json_out
 from console.store.database import Store, reading_errors
+from console.store.paths import default_history_path
 from console.store.series import minute_series, plan_clocks, plan_id_in_force, raised_flags, recorded_end, recorded_span
-from console.store.when import format_when, iso_when, local_zone, parse_when, zone_named
+from console.when import format_when, iso_when, local_zone, parse_when, zone_named
 
 LEAD_IN_SECONDS = BUSY_WINDOW_SECONDS + MINUTE  # the first window of an hour reaches back five minutes
 # A longer range is tabulated only where something was recorded: an hour grid to the year 2200 is not built.
@@ -98,12 +99,6 @@ def add_history_options(parser) -> None:
 
 
 def default_db_path():
-    try:
-        from console.store.paths import default_history_path  # noqa: PLC0415
-    except ImportError:
-        import platformdirs  # noqa: PLC0415
-
-        return platformdirs.user_data_path("capcon") / "history.sqlite"
     return default_history_path()
 
 
@@ -301,9 +296,9 @@ def _read(args, store: Store, now: float, default_from: str, chosen_zone, file_p
 
 def _salvage(args) -> int:
     """`--salvage NEW`: every row still readable in the (damaged) history, into a new history file."""
-    from pathlib import Path  # noqa: PLC0415
+    from pathlib import Path
 
-    from console.store.salvage import salvage  # noqa: PLC0415 - only for a damaged file
+    from console.store.salvage import salvage  # only for a damaged file
 
     source = Path(args.db) if args.db else default_db_path()
     if not source.is_file():

@@ -14,7 +14,6 @@ import asyncio
 import math
 import signal
 import sys
-import time
 
 from console.commands.recording import (
     add_recording_options,
@@ -22,8 +21,12 @@ from console.commands.recording import (
     open_recorder,
     retention_of,
 )
-from console.commands.watch import add_source_options
 from console.errors import UserError
+from console.live.defaults import DEFAULT_INTERVAL_SECONDS, MIN_CONSOLE_INTERVAL_SECONDS
+from console.live.feed import PollFeed
+from console.live.handle import FleetHandle
+from console.live.loop import Cadence, failure_words, poll_loop
+from console.live.setup import add_source_options, fleet_handles, load_plans
 
 DESCRIPTION = """\
 Record one or more vLLM fleets to the history file without opening the console:
@@ -49,7 +52,7 @@ examples:
   capcon record --target 10.0.0.5:8000 --target 10.0.0.6:8000 --db /var/lib/capcon/history.sqlite
   capcon record plans/assistant-70b.yaml plans/chat-8b-l40s.yaml --interval 5 --keep-raw 7d"""
 
-MIN_INTERVAL = 1.0  # as the console: a faster poll only burns the bastion's CPU and the disk
+MIN_INTERVAL = MIN_CONSOLE_INTERVAL_SECONDS  # as the console: a faster poll only burns the bastion's CPU and the disk
 
 
 def add_parser(sub):
@@ -62,7 +65,8 @@ def add_parser(sub):
     )
     parser.add_argument("plan", nargs="*", metavar="PLAN", help="plan file(s); each plan's fleet section names its targets; several plans record several fleets")
     add_source_options(parser, "the history")
-    parser.add_argument("--interval", type=float, default=2.0, metavar="S", help=f"seconds between polls (default 2, at least {MIN_INTERVAL:g})")
+    parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_SECONDS, metavar="S",
+                        help=f"seconds between polls (default {DEFAULT_INTERVAL_SECONDS:g}, at least {MIN_INTERVAL:g})")
     parser.add_argument("--window", type=float, default=None, metavar="S", help="seconds the recorded flags' rates and percentiles cover (default 60)")
     parser.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds (default: until SIGTERM or Ctrl+C)")
     add_recording_options(parser, default_on=True, offer_no_record=False)
@@ -83,33 +87,9 @@ def _check(args) -> None:
     retention_of(args)
 
 
-def _handles(args, plans):
-    from console.commands.watch import (
-        _check_fleets,
-        _fleet_watchers,
-        _window_seconds,
-        build_source,
-        fleet_name,
-        source_kind,
-    )
-    from console.fleet_handle import FleetHandle
-    from console.watcher import Watcher
-
-    if len(plans) > 1:
-        _check_fleets(args, plans)
-        return [FleetHandle(plan.name, plan, watcher) for plan, watcher in zip(plans, _fleet_watchers(args, plans))]
-    plan = plans[0] if plans else None
-    source = build_source(args, plans)
-    watcher = Watcher(source, _window_seconds(args, source_kind(args, plans)), plan=plan, interval_seconds=args.interval)
-    return [FleetHandle(fleet_name(args, plan, source), plan, watcher)]
-
-
 def run(args) -> int:
-    from console.commands.watch import _load_plans
-
     _check(args)
-    _, plans = _load_plans(args.plan)
-    handles = _handles(args, plans)
+    handles = fleet_handles(args, load_plans(args.plan))
     path = history_path(args)
     recorder = open_recorder(path, args, on_change=_say_state)
     fleet_names = [h.name for h in handles]
@@ -175,12 +155,10 @@ def _say_state(status) -> None:
         print(f"capcon record: history error: {status.detail} ({status.path})", file=sys.stderr, flush=True)
 
 
-async def _record(handles, recorder, interval: float, duration: float | None, on_stop=None) -> None:
+async def _record(handles: list[FleetHandle], recorder, interval: float, duration: float | None, on_stop=None) -> None:
     """Poll every fleet until SIGTERM, SIGINT or `duration`; each fleet on its own chain of polls.
 
     `on_stop` (a signal handler) takes SIGINT and SIGTERM once polling has stopped."""
-    from console.store.poll_feed import PollFeed
-
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     def signalled(signum: int) -> None:
@@ -192,41 +170,40 @@ async def _record(handles, recorder, interval: float, duration: float | None, on
         loop.add_signal_handler(signum, signalled, signum)
     if duration is not None:
         loop.call_later(duration, stop.set)
-    feeds = [PollFeed(handle, recorder, interval) for handle in handles]
-    loops = [asyncio.create_task(_poll_loop(feed, interval, stop), name=f"record-{feed.handle.name}") for feed in feeds]
+    cadence = Cadence(interval)
+    loops = [
+        asyncio.create_task(poll_loop(PollFeed(handle, recorder), cadence, *_said(handle.name)), name=f"record-{handle.name}")
+        for handle in handles
+    ]
     try:
         await stop.wait()
     finally:
+        cadence.stop()
         for task in loops:
             task.cancel()  # a poll in flight is not recorded: it never finished
         await asyncio.gather(*loops, return_exceptions=True)
         for handle in handles:
-            close = getattr(handle.watcher, "aclose", None)
-            if close is not None:
-                try:
-                    await close()
-                except Exception:  # noqa: BLE001 - stopping anyway
-                    pass
+            try:
+                await handle.watcher.aclose()
+            except Exception:  # noqa: BLE001 - stopping anyway
+                pass
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
             if on_stop is not None:
                 signal.signal(signum, on_stop)
 
 
-async def _poll_loop(feed, interval: float, stop: asyncio.Event) -> None:
-    """Polls never overlap: the next one starts `interval` after the last one finished."""
-    failing = ""
-    while not stop.is_set():
-        try:
-            figures = await feed.handle.watcher.poll()
-            feed.add(figures, time.time())
-            failing = ""
-        except Exception as error:  # noqa: BLE001 - a failing source is reported and polled again
-            words = f"{type(error).__name__}: {error}"
-            if words != failing:
-                print(f"capcon record: {feed.handle.name}: poll failed: {words}", file=sys.stderr, flush=True)
-            failing = words
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=interval)
-        except TimeoutError:
-            pass
+def _said(fleet: str):
+    """What a fleet's poll loop says on stderr: a failure once, until a poll succeeds again."""
+    failing = [""]
+
+    def on_view(view) -> None:
+        failing[0] = ""
+
+    def on_failure(error: Exception) -> None:
+        words = failure_words(error)
+        if words != failing[0]:
+            print(f"capcon record: {fleet}: poll failed: {words}", file=sys.stderr, flush=True)
+        failing[0] = words
+
+    return on_view, on_failure

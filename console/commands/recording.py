@@ -15,9 +15,7 @@ which pid records it), so two writers never interleave one fleet's polls.
 
 from __future__ import annotations
 
-import argparse
 import math
-import re
 import signal
 import sys
 import threading
@@ -25,38 +23,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from console.errors import UserError
+from console.when import parse_duration, show_duration
 
-UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", re.IGNORECASE)
 # Shown in --help without importing the store (which `capcon --help` should not load);
 # tests check they match console.store.retention.
 RAW_DEFAULT = "48h"
 MINUTES_DEFAULT = "90d"
 CLOSE_TIMEOUT_SECONDS = 5.0  # on exit, queued polls get this long to land; the exit never waits longer
-
-
-def parse_duration(text: str) -> float:
-    """'48h' -> 172800.0; units s, m, h, d, w. A bare number is refused: 48 what?"""
-    found = _DURATION.fullmatch(text)
-    if not found and text.strip().startswith("-"):
-        # `--keep-raw -48h` arrives whole (console.cli.joined_values): say what is wrong with it.
-        raise argparse.ArgumentTypeError(f"{text!r}: a negative duration; expected a duration longer than zero, like 48h")
-    if not found:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a duration with a unit, like 30m, 48h, 90d or 2w")
-    seconds = float(found.group(1)) * UNITS[found.group(2).lower()]
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a duration longer than zero, like 48h")
-    return seconds
-
-
-def show_duration(seconds: float) -> str:
-    """As people write retention: 48h, 7d, 90d (whole days from three on, hours below), 30m, 90s."""
-    if seconds % UNITS["d"] == 0 and seconds >= 3 * UNITS["d"]:
-        return f"{seconds / UNITS['d']:g}d"
-    for unit in ("h", "m"):
-        if seconds >= UNITS[unit] and seconds % UNITS[unit] == 0:
-            return f"{seconds / UNITS[unit]:g}{unit}"
-    return f"{seconds:g}s"
 
 
 def polls(count: int) -> str:
@@ -83,7 +56,7 @@ def add_recording_options(parser, default_on: bool, offer_no_record: bool = True
 def retention_of(args, kept=None):
     """The Retention the options ask for (console.store.retention.Retention), None without --keep-*:
     the file's own. An option given alone takes the other from `kept` (the file's) or the defaults."""
-    from console.store.retention import MINUTES_SECONDS, RAW_SECONDS, Retention  # noqa: PLC0415 - see RAW_DEFAULT
+    from console.store.retention import MINUTES_SECONDS, RAW_SECONDS, Retention  # see RAW_DEFAULT
 
     if args.keep_raw is None and args.keep_minutes is None:
         return None
@@ -114,7 +87,7 @@ def history_path(args, default_on: bool = True) -> Path | None:
         return path
     if not default_on or getattr(args, "once", False):
         return None
-    from console.store.paths import default_history_path  # noqa: PLC0415 - platformdirs only when recording
+    from console.store.paths import default_history_path
 
     return default_history_path()
 
@@ -123,7 +96,7 @@ def open_recorder(path: Path, args, on_change=None):
     """A started-later Recorder on `path`; a file that is no capcon history raises HistoryError (exit 2).
 
     Without --keep-* it keeps what the file keeps; `say_shortened(recorder, verb)` says when the options cut that."""
-    from console.store.recorder import Recorder  # noqa: PLC0415 - sqlite only when recording
+    from console.store.recorder import Recorder
 
     recorder = Recorder(path, None, on_change=on_change)
     try:

@@ -56,12 +56,8 @@ def add_parser(sub):
 def history_path(given: str | None) -> Path:
     if given:
         return Path(given)
-    try:
-        from console.store.paths import default_history_path  # noqa: PLC0415
-    except ImportError:
-        import platformdirs  # noqa: PLC0415
+    from console.store.paths import default_history_path
 
-        return platformdirs.user_data_path("capcon") / "history.sqlite"
     return default_history_path()
 
 
@@ -77,7 +73,7 @@ def _when(flag: str, text: str | None, now: float) -> float | None:
 
 
 def _check(args) -> None:
-    from console.commands.watch import check_theme
+    from console.commands.console_options import check_theme
     from console.replay import MAX_SPEED, MIN_SPEED
 
     if not math.isfinite(args.speed) or not MIN_SPEED <= args.speed <= MAX_SPEED:
@@ -89,9 +85,9 @@ def open_app(args, now: float | None = None):
     """The replay console for `args`, ready to run (the tests drive it with run_test)."""
     from console.replay.controller import ReplayController
     from console.replay.loader import open_replay
-    from console.fleet_handle import FleetHandle
     from console.store.database import reading_errors
     from console.tui.app import DEFAULT_THEME, ConsoleApp
+    from console.tui.drivers import RecordedFleetLabel
 
     _check(args)
     now = time.time() if now is None else now
@@ -100,7 +96,7 @@ def open_app(args, now: float | None = None):
     try:
         controller = ReplayController(replay, speed=args.speed, playing=not args.paused)
         with reading_errors(replay.path):  # a damaged file: one line, exit 2 (once open, the console says it)
-            handles = [FleetHandle(f.name, f.first_plan(), f) for f in replay.fleets]
+            handles = [RecordedFleetLabel(f.name, f.first_plan()) for f in replay.fleets]
             first = replay.fleets[0].read(replay.fleets[0].first, replay.fleets[0].first)[0]
         return ConsoleApp(handles, interval=first.interval_seconds, theme=args.theme or DEFAULT_THEME, replay=controller)
     except BaseException:
@@ -113,5 +109,5 @@ def run(args) -> int:
     try:
         app.run()
     finally:
-        app.replay.replay.close()
+        app.driver.controller.replay.close()
     return int(app.return_code or 0)

@@ -153,7 +153,7 @@ def _status_line(status: dict) -> str:
 
 
 async def _serve(args, plan, replicas: int) -> None:
-    from console.sim.fleet import SimFleet  # noqa: PLC0415 - keeps `capcon --help` light
+    from console.sim.fleet import SimFleet
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -213,7 +213,7 @@ async def _run_until_stopped(fleet, stop: asyncio.Event, args, plan, replicas: i
         while not stop.is_set():
             try:
                 await asyncio.wait_for(stop.wait(), args.status_every if args.status_every > 0 else None)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 print(_status_line(fleet.status()), flush=True)
     finally:
         await fleet.close()

@@ -9,31 +9,32 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
-import time
 from dataclasses import replace
 from pathlib import Path
 
+from console.commands.console_options import check_console_interval, check_theme
 from console.commands.recording import (
     add_recording_options,
     history_path,
     recording,
     retention_of,
 )
-from console.errors import UserError
 from console.commands.watch_output import _dumps, _terminal_width, any_answered, once_json, once_lines
-from console.fleet_handle import FleetHandle
+from console.errors import UserError
 from console.fleet.flags import SEVERITY_RANK
+from console.fleet.view import FleetView
+from console.live.defaults import DEFAULT_INTERVAL_SECONDS, MIN_CONSOLE_INTERVAL_SECONDS, MIN_ONCE_INTERVAL_SECONDS
+from console.live.feed import PollFeed
+from console.live.handle import FleetHandle
+from console.live.loop import Cadence, poll_loop
+from console.live.setup import add_source_options, fleet_handles, load_plans
 from console.metrics.figures import FleetFigures
 from console.tui.literal import printable  # the console's rule: control characters shown as escapes
-from console.watcher import Watcher
 
 # --once --fail-on: exit codes beside 0 done, 1 no target answered, 2 bad input.
 EXIT_FLAG_ACTIVE = 3  # a flag at or above the chosen severity is raised
 EXIT_FLAG_PENDING = 4  # none is raised, but such a condition holds (inside its minimum duration)
 SEVERITIES = ("info", "warning", "critical")
-MIN_INTERVAL = 0.2  # --once: two samples this far apart still give rates
-MIN_CONSOLE_INTERVAL = 1.0  # the console: a faster refresh only burns the bastion's CPU
-DEFAULT_MAX_ANSWER_MB = 128  # console.sources.prometheus.DEFAULT_MAX_ANSWER_BYTES, without importing it for --help
 
 
 def add_parser(sub):
@@ -63,7 +64,9 @@ def add_parser(sub):
     )
     parser.add_argument("plan", nargs="*", metavar="PLAN", help="plan file(s); each plan's fleet section names its targets; several plans open an overview of the fleets")
     add_source_options(parser, "the console and the history")
-    parser.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between refreshes (default 2; at least 0.2 with --once, 1 in the console)")
+    parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_SECONDS, metavar="S",
+                        help=f"seconds between refreshes (default {DEFAULT_INTERVAL_SECONDS:g}; at least {MIN_ONCE_INTERVAL_SECONDS:g} "
+                        f"with --once, {MIN_CONSOLE_INTERVAL_SECONDS:g} in the console)")
     parser.add_argument("--window", type=float, default=None, metavar="S", help="seconds the rates and percentiles cover (default 60; with --once and scrape, the span of the two samples)")
     parser.add_argument("--once", action="store_true", help="take two samples --interval apart, print the table and exit; with several plans one table per plan's fleet")
     parser.add_argument("--json", action="store_true", help='with --once: print one JSON object instead of the table; with several plans {"fleets": [one object per plan]}')
@@ -78,43 +81,9 @@ def add_parser(sub):
     return parser
 
 
-def add_source_options(parser, named_in: str) -> None:
-    """The options `build_source` and `fleet_name` read (watch and record): which replicas, through what, the fleet's name."""
-    parser.add_argument("--target", action="append", default=[], metavar="URL", help="a replica's URL (host:port, or a full /metrics URL); repeat for each")
-    parser.add_argument("--source", choices=("scrape", "prometheus"), default=None, help="scrape replicas directly (default) or query Prometheus")
-    parser.add_argument("--prometheus", metavar="URL", help="Prometheus (or Thanos, Mimir) base URL, for --source prometheus")
-    parser.add_argument("--selector", default=None, metavar="SEL", help='PromQL label matchers choosing the fleet, e.g. \'job="vllm"\'')
-    parser.add_argument("--name", default=None, metavar="NAME", help=f"the fleet's name in {named_in} (default: the plan's name, else taken from the targets or the selector)")
-    parser.add_argument("--timeout", type=float, default=None, metavar="S", help="per-target (or per-query) timeout in seconds (default: the interval, at most 5)")
-    parser.add_argument("--token-env", metavar="VAR", help="send a bearer token read from this environment variable "
-                        "(a URL's own user:password@ is sent as HTTP Basic auth instead)")
-    parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
-    parser.add_argument("--max-answer-mb", type=float, default=None, metavar="MB",
-                        help="Prometheus: read at most this many MB of answers per refresh, decompressed, over its six "
-                        f"queries (default {DEFAULT_MAX_ANSWER_MB:g}; a 10,000-replica fleet takes about 40)")
-
-
-def check_theme(name: str | None) -> None:
-    """A theme Textual does not know is a bad argument, found before any fleet or server starts."""
-    if name is None:
-        return
-    from textual.theme import BUILTIN_THEMES  # noqa: PLC0415 - keeps `capcon --help` light
-
-    if name not in BUILTIN_THEMES:
-        raise UserError(f"--theme {name!r}: unknown theme; expected one of {', '.join(sorted(BUILTIN_THEMES))}")
-
-
-def check_console_interval(interval: float) -> None:
-    if interval < MIN_CONSOLE_INTERVAL:
-        raise UserError(
-            f"--interval {interval:g}: the console refreshes at most once a second; "
-            f"expected at least {MIN_CONSOLE_INTERVAL:g} (0.2 is allowed only with --once)"
-        )
-
-
 def _check(args) -> None:
-    if not math.isfinite(args.interval) or args.interval < MIN_INTERVAL:
-        raise UserError(f"--interval {args.interval:g}: expected at least {MIN_INTERVAL:g} seconds")
+    if not math.isfinite(args.interval) or args.interval < MIN_ONCE_INTERVAL_SECONDS:
+        raise UserError(f"--interval {args.interval:g}: expected at least {MIN_ONCE_INTERVAL_SECONDS:g} seconds")
     if not args.once:
         check_console_interval(args.interval)
     check_theme(args.theme)
@@ -133,130 +102,15 @@ def _check(args) -> None:
         retention_of(args)  # checked before any fleet is watched
 
 
-def _load_plans(paths: list[str]):
-    if not paths:
-        return None, []
-    try:
-        from console.plan.schema import load_plan
-    except ImportError:
-        raise UserError("plan files cannot be read yet in this build; give the replicas with --target URL") from None
-    plans = [load_plan(path) for path in paths]
-    return plans[0], plans
-
-
-def _window_seconds(args, kind: str = "scrape") -> float:
-    if args.window is not None:
-        return args.window
-    if args.once and kind == "scrape":
-        return args.interval + _timeout(args)  # the two samples, however long the first scrape took
-    return 60.0
-
-
-def _timeout(args) -> float:
-    return args.timeout if args.timeout is not None else min(max(args.interval, 1.0), 5.0)
-
-
-def fleet_name(args, plan, source) -> str:
-    """The fleet's name: --name, else the plan's, else one the targets (or the Prometheus selector) give.
-
-    The history keys fleets by name, so two different sets of targets must never share one
-    ("fleet" for every unnamed fleet would merge their histories and block each other's recorders).
-    """
-    if getattr(args, "name", None):
-        return args.name
-    if plan is not None:
-        return plan.name
-    targets = sorted(t.name for t in getattr(source, "targets", ()) or ())
-    if targets:
-        return targets[0] if len(targets) == 1 else f"{targets[0]} +{len(targets) - 1}"
-    selector = getattr(source, "selector", "") or ""
-    return f"prometheus {selector}".strip() if selector or getattr(source, "name", "") == "prometheus" else "fleet"
-
-
-def source_kind(args, plans) -> str:
-    if args.source:
-        return args.source
-    has_prometheus = args.prometheus or any(getattr(p.fleet, "prometheus_url", None) for p in plans if p.fleet)
-    return "prometheus" if has_prometheus and not args.target else "scrape"
-
-
-def build_source(args, plans):
-    """The source the arguments and plan ask for; a UserError when they do not name a fleet."""
-    fleets = [p.fleet for p in plans if getattr(p, "fleet", None) is not None]
-    prometheus_url = args.prometheus or next((f.prometheus_url for f in fleets if f.prometheus_url), None)
-    kind = source_kind(args, plans)
-    from console.sources.scrape import ScrapeSource, bearer_token_from_env
-
-    if kind == "prometheus":
-        if not prometheus_url:
-            raise UserError("--source prometheus: no Prometheus URL; expected --prometheus URL or a plan fleet section with prometheus_url")
-        prometheus_url = _prometheus_url(prometheus_url, "--prometheus" if args.prometheus else "fleet.prometheus_url")
-        max_mb = getattr(args, "max_answer_mb", None)
-        if max_mb is not None and (not math.isfinite(max_mb) or max_mb <= 0):
-            raise UserError(f"--max-answer-mb {max_mb:g}: expected a positive number of MB")
-        selector = args.selector if args.selector is not None else next((f.selector for f in fleets if f.selector), "")
-        try:
-            from console.sources.prometheus import PrometheusSource
-        except ImportError:
-            raise UserError("--source prometheus is not available in this build; use --source scrape with --target URL") from None
-        token = bearer_token_from_env(args.token_env)
-        return PrometheusSource(
-            prometheus_url,
-            selector,
-            _window_seconds(args, kind),
-            _timeout(args),
-            headers={"Authorization": f"Bearer {token}"} if token else None,
-            verify=not args.insecure,
-            max_answer_bytes=int((max_mb if max_mb is not None else DEFAULT_MAX_ANSWER_MB) * 1024 * 1024),
-        )
-
-    from console.sources.base import targets_from
-
-    urls = list(args.target) or [url for f in fleets for url in f.targets]
-    if not urls:
-        raise UserError("no targets: expected --target URL (repeatable) or a plan file whose fleet section lists targets")
-    return ScrapeSource(
-        targets_from(urls),
-        timeout=_timeout(args),
-        token=bearer_token_from_env(args.token_env),
-        verify=not args.insecure,
-    )
-
-
-def _prometheus_url(text: str, named: str) -> str:
-    """Prometheus' base URL by the one address rule (`user:password@` allowed, sent as Basic auth)."""
-    from console.plan.schema import checked_url, masked_target
-
-    try:
-        return checked_url(text)
-    except ValueError as problem:
-        raise UserError(f"{named} {masked_target(text)!r}: {problem}; expected an http(s) URL such as http://prometheus:9090") from None
-
-
 def run(args) -> int:
     _check(args)
-    plan, plans = _load_plans(args.plan)
+    plans = load_plans(args.plan)
     path = history_path(args)
-    if len(plans) > 1:
-        _check_fleets(args, plans)
-        return _once_for_fleets(args, plans, path) if args.once else _console_for_fleets(args, plans, path)
-    source = build_source(args, plans)
-    watcher = Watcher(source, _window_seconds(args, source_kind(args, plans)), plan=plan, interval_seconds=args.interval)
-    handle = FleetHandle(fleet_name(args, plan, source), plan, watcher)
-    if args.once:
-        with recording(path, args, [handle], "watch") as recorder:
-            feed = _feed(handle, recorder, args)
-            figures = asyncio.run(_twice(watcher, args.interval, args.window is not None, feed))
-        view, plan_file = feed.previous, (args.plan[0] if args.plan else None)
-        if args.json:
-            print(_dumps(once_json(figures, view, plan_file)))
-        else:
-            print("\n".join(once_lines(figures, view, plan is not None, _terminal_width())))
-        return _once_exit(args, [figures], [view])
-    return _console(args, [handle], path)
+    handles = fleet_handles(args, plans)
+    return _once(args, handles, path) if args.once else _console(args, handles, path)
 
 
-def _once_exit(args, results: list[FleetFigures], views: list) -> int:
+def _once_exit(args, results: list[FleetFigures], views: list[FleetView]) -> int:
     """1 when no target of any fleet answered; else, with --fail-on, 3 or 4 for flags; else 0."""
     if not any(any_answered(figures) for figures in results):
         return 1
@@ -278,90 +132,51 @@ def _console(args, handles: list[FleetHandle], path: Path | None) -> int:
         return int(open_console(handles, args, recorder=recorder) or 0)
 
 
-def _feed(handle: FleetHandle, recorder, args):
-    """Each --once poll made into a view, as the console makes it (plan beside actual, flags);
-    with --db (a recorder) each also goes to the history like a console poll."""
-    from console.store.poll_feed import PollFeed
+def _once(args, handles: list[FleetHandle], path: Path | None) -> int:
+    """Each fleet polled twice (once through Prometheus) and printed; with several plans one block
+    (or JSON entry) per fleet, never one merged fleet. Each poll is made a view as the console makes
+    it (plan beside actual, flags); with --db each also goes to the history like a console poll."""
 
-    return PollFeed(handle, recorder, args.interval)
-
-
-def _check_fleets(args, plans) -> None:
-    """Several plans: each names its own fleet, so each needs a fleet section, and each comes once."""
-    if args.target:
-        raise UserError("--target with several plans: each plan's fleet section names its replicas; expected one plan, or no --target")
-    if getattr(args, "name", None):
-        raise UserError("--name with several plans: each fleet is named after its plan; expected one plan, or no --name")
-    seen: dict[Path, str] = {}
-    for path in args.plan:
-        resolved = Path(path).resolve()
-        if resolved in seen:
-            # Refused rather than merged: two blocks of one fleet would read as two fleets.
-            raise UserError(f"{path}: given twice (also as {seen[resolved]}); expected each plan once")
-        seen[resolved] = path
-    for path, plan in zip(args.plan, plans):
-        if getattr(plan, "fleet", None) is None:
-            raise UserError(f"{path} has no fleet section; expected fleet.targets or fleet.prometheus_url")
-
-
-def _fleet_watchers(args, plans) -> list[Watcher]:
-    """One watcher per plan, each on its own fleet section."""
-    return [
-        Watcher(build_source(args, [plan]), _window_seconds(args, source_kind(args, [plan])), plan=plan, interval_seconds=args.interval)
-        for plan in plans
-    ]
-
-
-def _once_for_fleets(args, plans, path: Path | None = None) -> int:
-    """Several plans with --once: one block (or JSON entry) per fleet, never one merged fleet."""
-    watchers = _fleet_watchers(args, plans)
-    handles = [FleetHandle(plan.name, plan, watcher) for plan, watcher in zip(plans, watchers)]
-
-    async def poll_all(feeds) -> list[FleetFigures]:
-        return list(await asyncio.gather(*(
-            _twice(h.watcher, args.interval, args.window is not None, feed) for h, feed in zip(handles, feeds)
-        )))
+    async def poll_all(feeds: list[PollFeed]) -> list[tuple[FleetFigures, FleetView]]:
+        return list(await asyncio.gather(*(_twice(feed, args.interval, args.window is not None) for feed in feeds)))
 
     with recording(path, args, handles, "watch") as recorder:
-        feeds = [_feed(h, recorder, args) for h in handles]
-        results = asyncio.run(poll_all(feeds))
-    views = [feed.previous for feed in feeds]
-    if args.json:
-        fleets = [once_json(figures, view, path) for path, figures, view in zip(args.plan, results, views)]
+        polled = asyncio.run(poll_all([PollFeed(handle, recorder) for handle in handles]))
+    results = [figures for figures, _ in polled]
+    views = [view for _, view in polled]
+    if len(args.plan) <= 1:
+        [(figures, view)] = polled
+        plan_file = args.plan[0] if args.plan else None
+        if args.json:
+            print(_dumps(once_json(figures, view, plan_file)))
+        else:
+            print("\n".join(once_lines(figures, view, handles[0].plan is not None, _terminal_width())))
+    elif args.json:
+        fleets = [once_json(figures, view, plan_file) for plan_file, (figures, view) in zip(args.plan, polled)]
         print(_dumps({"fleets": fleets}))
     else:
         blocks = [
-            "\n".join([printable(f"plan {plan.name} ({path})"), *once_lines(figures, view, True, _terminal_width())])
-            for path, plan, figures, view in zip(args.plan, plans, results, views)
+            "\n".join([printable(f"plan {handle.name} ({plan_file})"), *once_lines(figures, view, True, _terminal_width())])
+            for plan_file, handle, (figures, view) in zip(args.plan, handles, polled)
         ]
         print("\n\n".join(blocks))
     return _once_exit(args, results, views)
 
 
-def _console_for_fleets(args, plans, path: Path | None = None) -> int:
-    """Several plans: one fleet each, from its own fleet section, with an overview screen."""
-    handles = [FleetHandle(plan.name, plan, watcher) for plan, watcher in zip(plans, _fleet_watchers(args, plans))]
-    return _console(args, handles, path)
+async def _twice(feed: PollFeed, interval: float, explicit_window: bool) -> tuple[FleetFigures, FleetView]:
+    """Scrape: two samples an interval apart. Prometheus computes its own window: one answer."""
+    watcher = feed.handle.watcher
+    views: list[FleetView] = []
 
+    def failed(error: Exception) -> None:
+        raise error  # --once has no next poll to wait for: the error ends the run
 
-async def _twice(watcher: Watcher, interval: float, explicit_window: bool, feed=None) -> FleetFigures:
-    """Scrape: two samples an interval apart. Prometheus computes its own window: one answer.
-
-    `feed` (a PollFeed) makes each poll a view, and with --once --db records it, as the console would.
-    """
     try:
-        first = await watcher.poll()
-        if feed is not None:
-            feed.add(first, time.time())
-        if watcher.source_name != "scrape":
-            return first
-        await asyncio.sleep(interval)
-        second = await watcher.poll()
-        if feed is not None:
-            feed.add(second, time.time())
+        await poll_loop(feed, Cadence(interval), views.append, failed, polls=2 if watcher.source_name == "scrape" else 1)
     finally:
         await watcher.aclose()
-    if explicit_window:
-        return second
+    first, last = views[0].figures, views[-1].figures
+    if explicit_window or len(views) == 1:
+        return last, views[-1]
     # The figures cover exactly the span between the two samples.
-    return replace(second, window_seconds=round(second.at - first.at, 3))
+    return replace(last, window_seconds=round(last.at - first.at, 3)), views[-1]

@@ -22,13 +22,10 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from console.fleet.plan_now import PlanNow
-from console.metrics.figures import Figures, FleetFigures
+from console.metrics.figures import FAILED, FLEET_TOTAL, SERVING, Figures, FleetFigures, ReplicaState
 
 Severity = Literal["critical", "warning", "info"]
 SEVERITY_RANK: dict[str, int] = {"critical": 3, "warning": 2, "info": 1}
-
-DOWN_STATES = ("down", "timeout", "bad_payload")
-SERVING_STATES = ("up", "restarted")
 
 OVERFLOW_WORDS = {
     "bounded_queue": "bounded queue: reject the excess early",
@@ -89,7 +86,7 @@ class Reading:
 class Flag:
     id: str
     kind: str
-    subject: str  # a replica name, or "fleet"
+    subject: str  # a replica name, or FLEET_TOTAL
     severity: Severity
     since: float  # when the raise condition began to hold
     why: str  # the figures that raised it
@@ -147,19 +144,22 @@ class FlagState:
 
     def worst_for(self, subject: str) -> Severity | None:
         found = [f.severity for f in self.active if f.subject == subject]
-        return max(found, key=SEVERITY_RANK.__getitem__) if found else None
+        return max(found, key=SEVERITY_RANK.__getitem__, default=None)
 
 
 def worst(flags: tuple[Flag, ...]) -> Flag | None:
     return flags[0] if flags else None  # `active` is sorted worst first
 
 
-def changes(before: FlagState | None, after: FlagState) -> tuple[tuple[str, Flag], ...]:
+FlagChangeKind = Literal["raised", "cleared"]
+
+
+def changes(before: FlagState | None, after: FlagState) -> tuple[tuple[FlagChangeKind, Flag], ...]:
     """Flags raised and cleared between two states, as ("raised" | "cleared", flag); what the history records."""
     old = {f.id: f for f in before.active} if before is not None else {}
     new = {f.id: f for f in after.active}
-    raised = [("raised", f) for i, f in new.items() if i not in old]
-    cleared = [("cleared", f) for i, f in old.items() if i not in new]
+    raised: list[tuple[FlagChangeKind, Flag]] = [("raised", f) for i, f in new.items() if i not in old]
+    cleared: list[tuple[FlagChangeKind, Flag]] = [("cleared", f) for i, f in old.items() if i not in new]
     return tuple(cleared + raised)
 
 
@@ -186,7 +186,7 @@ def _see(section: str) -> str:
 
 
 def _saturation(r: Figures, t: Thresholds, plan: PlanNow | None) -> Reading | None:
-    if r.state not in SERVING_STATES:
+    if r.state not in SERVING:
         return None
     waiting, kv, pre = r.waiting, r.kv_usage, r.preemptions_per_second
     if waiting is None and kv is None:
@@ -213,7 +213,10 @@ def _saturation(r: Figures, t: Thresholds, plan: PlanNow | None) -> Reading | No
 
 
 # Why a replica counts as down, and what to do, by how it failed: refused outright, or only its /metrics page.
-METRICS_FAILING = {"bad_payload": "its /metrics page is not a valid metrics page", "timeout": "its /metrics page timed out"}
+METRICS_FAILING = {
+    ReplicaState.BAD_PAYLOAD: "its /metrics page is not a valid metrics page",
+    ReplicaState.TIMEOUT: "its /metrics page timed out",
+}
 
 
 def _down_words(r: Figures, detail: str) -> tuple[str, str]:
@@ -231,7 +234,7 @@ def _down_words(r: Figures, detail: str) -> tuple[str, str]:
 
 def _replica_state(r: Figures, t: Thresholds) -> list[Reading]:
     detail = f" ({r.error})" if r.error else ""
-    down = r.state in DOWN_STATES
+    down = r.state in FAILED
     why, todo = _down_words(r, detail)
     return [
         Reading(
@@ -247,8 +250,8 @@ def _replica_state(r: Figures, t: Thresholds) -> list[Reading]:
         Reading(
             "replica_stale",
             r.name,
-            raise_=r.state == "stale",
-            clear=r.state != "stale",
+            raise_=r.state == ReplicaState.STALE,
+            clear=r.state != ReplicaState.STALE,
             severity="warning",
             why=f"{r.name}: no fresh data" + (f" for {r.data_age_seconds:.0f} s" if r.data_age_seconds else "") + detail,
             todo="Figures for this replica are old: check the scrape target or Prometheus job before trusting them.",
@@ -257,8 +260,8 @@ def _replica_state(r: Figures, t: Thresholds) -> list[Reading]:
         Reading(
             "replica_restarted",
             r.name,
-            raise_=r.state == "restarted",
-            clear=r.state != "restarted",
+            raise_=r.state == ReplicaState.RESTARTED,
+            clear=r.state != ReplicaState.RESTARTED,
             severity="warning",
             why=f"{r.name}: counters went down (the engine restarted){detail}",
             todo="Find why it restarted (OOM, deploy, crash) before it happens at peak; its rates restart from zero.",
@@ -289,7 +292,7 @@ def _latency_drift(f: Figures, inputs: FlagInputs, t: Thresholds) -> Reading | N
         why += f"; generation {gen:.0f} tok/s (was {before_gen:.0f})"
     return Reading(
         "latency_drift",
-        "fleet",
+        FLEET_TOTAL,
         raise_=tpot >= t.drift_raise_share * target and rising and flat,
         clear=tpot < t.drift_clear_share * target,
         severity="warning",
@@ -315,7 +318,7 @@ def _slo_breach(f: Figures, plan: PlanNow | None, t: Thresholds) -> list[Reading
         readings.append(
             Reading(
                 f"slo_breach_{key}",
-                "fleet",
+                FLEET_TOTAL,
                 raise_=value > target,
                 clear=value < t.slo_clear_share * target,
                 severity="critical",
@@ -339,14 +342,14 @@ def _load(f: Figures, replicas: tuple[Figures, ...], plan: PlanNow | None, t: Th
     if plan is None or rps is None:
         return []
     over, under = _above(rps, plan.planned_capacity_rps, t.load_clear_share)
-    serving = sum(1 for r in replicas if r.state in SERVING_STATES)
+    serving = sum(1 for r in replicas if r.state in SERVING)
     kept = max(serving - plan.redundancy, 0)
     carried = kept * plan.rps_per_replica
     risk, safe = _above(rps, carried, t.load_clear_share)
     return [
         Reading(
             "above_plan",
-            "fleet",
+            FLEET_TOTAL,
             raise_=over,
             clear=under,
             severity="critical",
@@ -358,7 +361,7 @@ def _load(f: Figures, replicas: tuple[Figures, ...], plan: PlanNow | None, t: Th
         ),
         Reading(
             "n_plus_1_at_risk",
-            "fleet",
+            FLEET_TOTAL,
             raise_=risk,
             clear=safe,
             severity="warning",
@@ -386,7 +389,7 @@ def _workload_drift(f: Figures, plan: PlanNow | None, t: Thresholds) -> list[Rea
         readings.append(
             Reading(
                 f"workload_drift_{key}",
-                "fleet",
+                FLEET_TOTAL,
                 raise_=off >= t.workload_raise,
                 clear=off < t.workload_clear,
                 severity="warning",
@@ -402,12 +405,12 @@ def _workload_drift(f: Figures, plan: PlanNow | None, t: Thresholds) -> list[Rea
 def _schedule(replicas: tuple[Figures, ...], plan: PlanNow | None, t: Thresholds) -> list[Reading]:
     if plan is None:
         return []
-    up = sum(1 for r in replicas if r.state in SERVING_STATES)
+    up = sum(1 for r in replicas if r.state in SERVING)
     lead_minutes = plan.lead_time_seconds / 60
     return [
         Reading(
             "schedule_lag",
-            "fleet",
+            FLEET_TOTAL,
             raise_=up < plan.replicas_scheduled,
             clear=up >= plan.replicas_scheduled,
             severity="warning",
@@ -418,7 +421,7 @@ def _schedule(replicas: tuple[Figures, ...], plan: PlanNow | None, t: Thresholds
         ),
         Reading(
             "scale_up_due",
-            "fleet",
+            FLEET_TOTAL,
             raise_=plan.replicas_scheduled_soon > max(up, plan.replicas_scheduled),
             clear=plan.replicas_scheduled_soon <= max(up, plan.replicas_scheduled),
             severity="info",
@@ -434,7 +437,7 @@ def _schedule(replicas: tuple[Figures, ...], plan: PlanNow | None, t: Thresholds
 def _source(figures: FleetFigures) -> Reading:
     return Reading(
         "source_error",
-        "fleet",
+        FLEET_TOTAL,
         raise_=bool(figures.source_error),
         clear=not figures.source_error,
         severity="critical",

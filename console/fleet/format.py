@@ -8,33 +8,26 @@ from __future__ import annotations
 
 import math
 
+from console.metrics.figures import ReplicaState
+
 UNKNOWN = "–"
 UNKNOWN_AGE = "?"
 
 # Severity as text as well as colour: the state words an operator reads.
-STATE_LABELS = {
-    "up": "up",
-    "down": "DOWN",
-    "timeout": "TIMEOUT",
-    "bad_payload": "BAD PAGE",
-    "restarted": "RESTARTED",
-    "stale": "STALE",
-    "unknown": "?",
+STATE_LABELS: dict[str, str] = {
+    ReplicaState.UP: "up",
+    ReplicaState.DOWN: "DOWN",
+    ReplicaState.TIMEOUT: "TIMEOUT",
+    ReplicaState.BAD_PAYLOAD: "BAD PAGE",
+    ReplicaState.RESTARTED: "RESTARTED",
+    ReplicaState.STALE: "STALE",
+    ReplicaState.UNKNOWN: "?",
 }
-
-
-def _known(value: float | None) -> bool:
-    """A number to show: not None and not NaN (an infinity is shown only by `seconds`, as ∞)."""
-    return value is not None and not math.isnan(value)
-
-
-def _finite(value: float | None) -> bool:
-    return _known(value) and not math.isinf(value)
 
 
 def compact(value: float | None) -> str:
     """Counts and rates: 0.42, 3.1, 12, 1.2k, 3.4M, 9.1G, 2.0T, 1.0e+18; not a finite number: unknown."""
-    if not _finite(value):
+    if value is None or not math.isfinite(value):
         return UNKNOWN
     size = abs(value)
     if size >= 1e15:
@@ -62,14 +55,14 @@ def rate(value: float | None) -> str:
 
 def count(value: float | None) -> str:
     """Gauges of requests: whole numbers."""
-    if not _finite(value):
+    if value is None or not math.isfinite(value):
         return UNKNOWN
     return f"{value:.0f}" if abs(value) < 1e6 else compact(value)
 
 
 def share(value: float | None) -> str:
     """A 0-1 fraction as a percentage."""
-    if not _finite(value) or not math.isfinite(value * 100):
+    if value is None or not math.isfinite(value) or not math.isfinite(value * 100):
         return UNKNOWN
     percent = value * 100
     return f"{percent:.0f}%" if abs(percent) < 1e6 else f"{compact(percent)}%"
@@ -77,7 +70,7 @@ def share(value: float | None) -> str:
 
 def seconds(value: float | None) -> str:
     """Latencies: 4ms, 230ms, 1.25s, 42s, 3.5m."""
-    if not _known(value):
+    if value is None or math.isnan(value):
         return UNKNOWN
     if math.isinf(value):
         return "∞" if value > 0 else UNKNOWN
@@ -98,7 +91,7 @@ def tokens(value: float | None) -> str:
 
 def age(value: float | None) -> str:
     """Data age: 0s, 12s, 3m, 2h."""
-    if not _finite(value):
+    if value is None or not math.isfinite(value):
         return UNKNOWN_AGE
     value = max(value, 0.0)
     if value < 120:
@@ -109,7 +102,7 @@ def age(value: float | None) -> str:
 
 
 def state(value: str | None) -> str:
-    return STATE_LABELS.get(value or "unknown", value or UNKNOWN_AGE)
+    return STATE_LABELS.get(value or ReplicaState.UNKNOWN, value or UNKNOWN_AGE)
 
 
 def window(value: float) -> str:

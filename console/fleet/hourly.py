@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, time, timedelta, timezone, tzinfo
-from typing import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, time, timedelta, tzinfo
 
 from console.metrics.vllm import Histogram, ReplicaSample, restarted
 from console.metrics.window import BucketDelta, delta_quantile, histogram_delta, merge_deltas
@@ -106,7 +106,10 @@ class Summary:
 
 
 def _offset(at: float, zone: tzinfo) -> float:
-    return datetime.fromtimestamp(at, zone).utcoffset().total_seconds()
+    offset = datetime.fromtimestamp(at, zone).utcoffset()
+    if offset is None:  # a tzinfo may say it does not know; ZoneInfo and timezone always know
+        raise ValueError(f"{zone!r} gives no UTC offset at {at}")
+    return offset.total_seconds()
 
 
 def hour_starts(start: float, end: float, zone: tzinfo) -> list[float]:
@@ -127,7 +130,7 @@ def hour_starts(start: float, end: float, zone: tzinfo) -> list[float]:
 def day_starts(start: float, end: float, zone: tzinfo) -> list[float]:
     """Starts (local midnight) of `zone`'s days that overlap [start, end): 23, 24 or 25 hours long."""
     day = datetime.fromtimestamp(start, zone).date()
-    starts = []
+    starts: list[float] = []
     while True:
         midnight = datetime.combine(day, time(), tzinfo=zone).timestamp()
         if midnight >= end:
@@ -146,7 +149,7 @@ def plan_hour(plan: Plan, at: float, zone: tzinfo) -> PlanHour:
 
 def plan_hour_at_clock(plan: Plan, plan_clock: float) -> PlanHour:
     """The plan's hour at a recorded plan clock (`polls.plan_clock`: the plan's offset already folded in, read as UTC)."""
-    return plan_hour(plan, plan_clock, timezone.utc)
+    return plan_hour(plan, plan_clock, UTC)
 
 
 # --- increases ---------------------------------------------------------------
@@ -167,34 +170,31 @@ def _counter_step(older: ReplicaSample, newer: ReplicaSample, name: str, reset: 
     return new - old if old is not None and new >= old else None
 
 
-def _runs(points: Sequence[MinutePoint], start: float, end: float):
+def _runs(points: Sequence[MinutePoint], start: float, end: float) -> Iterator[tuple[ReplicaSample, ReplicaSample, bool]]:
     """(older, newer, reset) steps whose newer point falls in [start, end), joined into runs.
 
     Inside a run nothing restarted, so its increase is last minus first; a reset step
     stands alone (its increase is the newer sample's own count). Gaps break runs.
     """
     first = max(bisect_left([p.at for p in points], start) - 1, 0)
-    run_start: MinutePoint | None = None
-    run_end: MinutePoint | None = None
+    run: tuple[MinutePoint, MinutePoint] | None = None  # the first and the last point of the run
     for older, newer in zip(points[first:], points[first + 1:]):
         if newer.at < start or newer.at >= end or not newer.at > older.at:
             continue
         if newer.at - older.at > MAX_GAP_SECONDS:
-            if run_start is not None:
-                yield run_start.sample, run_end.sample, False
-            run_start = run_end = None
+            if run is not None:
+                yield run[0].sample, run[1].sample, False
+            run = None
             continue
         if restarted(older.sample, newer.sample):
-            if run_start is not None:
-                yield run_start.sample, run_end.sample, False
-            run_start = run_end = None
+            if run is not None:
+                yield run[0].sample, run[1].sample, False
+            run = None
             yield older.sample, newer.sample, True
             continue
-        if run_start is None:
-            run_start = older
-        run_end = newer
-    if run_start is not None:
-        yield run_start.sample, run_end.sample, False
+        run = (older if run is None else run[0], newer)
+    if run is not None:
+        yield run[0].sample, run[1].sample, False
 
 
 def _adjusted_requests(points: Sequence[MinutePoint]) -> list[tuple[int, float] | None]:
@@ -204,22 +204,23 @@ def _adjusted_requests(points: Sequence[MinutePoint]) -> list[tuple[int, float] 
     the counter (or a step that cannot be read) starts a new segment.
     """
     adjusted: list[tuple[int, float] | None] = []
-    segment, total = 0, None
+    segment = 0
+    total: float | None = None
     previous: ReplicaSample | None = None
     for point in points:
         sample = point.sample
         value = sample.counters.get("requests")
-        step = None
-        if value is not None and previous is not None and total is not None:
-            step = _counter_step(previous, sample, "requests", restarted(previous, sample))
         if value is None:
             total = None
             adjusted.append(None)
-        elif step is None:
-            segment, total = segment + 1, value
-            adjusted.append((segment, total))
         else:
-            total += step
+            step = None
+            if previous is not None and total is not None:
+                step = _counter_step(previous, sample, "requests", restarted(previous, sample))
+            if total is not None and step is not None:
+                total += step
+            else:
+                segment, total = segment + 1, value
             adjusted.append((segment, total))
         previous = sample
     return adjusted
@@ -259,24 +260,29 @@ def _busiest(series: Mapping[str, Sequence[MinutePoint]], start: float, end: flo
     return _recorded_rate(prepared, start, end)
 
 
-def _recorded_rate(prepared, start: float, end: float) -> tuple[float | None, float | None, float | None]:
+def _recorded_rate(
+    prepared: Iterable[tuple[Sequence[float], Sequence[tuple[int, float] | None]]], start: float, end: float,
+) -> tuple[float | None, float | None, float | None]:
     """The fleet's request rate over the recorded points inside [start, end], for spans without five minutes."""
-    total, known, newest, covered = 0.0, False, None, None
+    total, known = 0.0, False
+    newest: float | None = None
+    covered: float | None = None
     for ats, adjusted in prepared:
-        inside = [k for k, at in enumerate(ats) if start <= at <= end and adjusted[k] is not None]
+        # (time, (segment, requests)) of each point inside that has the counter.
+        inside = [(at, point) for at, point in zip(ats, adjusted) if start <= at <= end and point is not None]
         if not inside:
             continue
-        j = inside[-1]
+        last_at, (segment, last_requests) = inside[-1]
         # The oldest point on the same process as the newest: a restart starts the count over.
-        i = next((k for k in inside if adjusted[k][0] == adjusted[j][0]), j)
-        elapsed = ats[j] - ats[i]
+        first_at, (_, first_requests) = next(p for p in inside if p[1][0] == segment)
+        elapsed = last_at - first_at
         # Any two points will do: the per-minute points of a 90 s recording can lie 30 s apart, and
         # the requests counted between them are a known rate (marked short), not an unknown one.
         if not elapsed > 0:
             continue
-        total += (adjusted[j][1] - adjusted[i][1]) / elapsed
+        total += (last_requests - first_requests) / elapsed
         known = True
-        newest = ats[j] if newest is None else max(newest, ats[j])
+        newest = last_at if newest is None else max(newest, last_at)
         covered = elapsed if covered is None else min(covered, elapsed)
     return (total, newest, covered) if known else (None, None, None)
 
@@ -339,8 +345,22 @@ def with_plan(summary: Summary, plan: PlanHour | None) -> Summary:
     return replace(summary, plan=plan, load=load)
 
 
-def _summary(start, end, replicas, busiest, busiest_at, kv_max, preemptions, requests, restarts, raised, merged, plan, load=None,
-             busiest_seconds=None) -> Summary:
+def _summary(
+    start: float,
+    end: float,
+    replicas: int,
+    busiest: float | None,
+    busiest_at: float | None,
+    kv_max: float | None,
+    preemptions: float | None,
+    requests: float | None,
+    restarts: int,
+    raised: Mapping[str, int],
+    merged: Mapping[str, BucketDelta],
+    plan: PlanHour | None,
+    load: float | None = None,
+    busiest_seconds: float | None = None,
+) -> Summary:
     tpot = delta_quantile(0.95, merged.get("tpot"))
     tpot_from = "tpot" if tpot is not None else None
     if tpot is None:
@@ -381,11 +401,11 @@ def combine(hours: Sequence[Summary], start: float, end: float) -> Summary:
     """A day (or any run of spans) from its hours: peaks are the hours' peaks, p95s from the merged buckets."""
     known = [h for h in hours if h.has_data]
 
-    def peak(values):
+    def peak(values: Iterable[float | None]) -> float | None:
         found = [v for v in values if v is not None]
         return max(found) if found else None
 
-    def total(values):
+    def total(values: Iterable[float | None]) -> float | None:
         found = [v for v in values if v is not None]
         return sum(found) if found else None
 

@@ -10,9 +10,11 @@ saturation thresholds. Without a plan only the fixed thresholds are judged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Literal
 
+from console.fleet.columns import tpot_or_itl
 from console.fleet.flags import Thresholds
 from console.fleet.plan_now import PlanNow
 from console.metrics.figures import Figures
@@ -28,11 +30,6 @@ class Limit:
     over: Callable[[float], bool]
     severity: CellSeverity  # as the flag the condition leads to
     words: str  # the limit in words, for the no-plan note and help
-
-
-def _tpot(f: Figures) -> float | None:
-    # The TPOT column falls back to ITL where a server has no TPOT histogram: judge what is shown.
-    return f.tpot_p95_seconds if f.tpot_p95_seconds is not None else f.itl_p95_seconds
 
 
 def fixed_limits(t: Thresholds) -> tuple[Limit, ...]:
@@ -54,13 +51,16 @@ def plan_limits(plan: PlanNow | None) -> tuple[Limit, ...]:
     found = []
     for column, value, target in (
         ("ttft", lambda f: f.ttft_p95_seconds, plan.ttft_p95_target_seconds),
-        ("tpot", _tpot, plan.tpot_p95_target_seconds),
+        ("tpot", tpot_or_itl, plan.tpot_p95_target_seconds),  # judged as the column shows it
         ("e2e", lambda f: f.e2e_p95_seconds, plan.e2e_p95_target_seconds),
     ):
         if target is not None:
-            found.append(Limit(column, value, lambda v, target=target: v > target, "critical",
-                               f"{column} p95 > {target:g} s"))
+            found.append(Limit(column, value, _above(target), "critical", f"{column} p95 > {target:g} s"))
     return tuple(found)
+
+
+def _above(target: float) -> Callable[[float], bool]:
+    return lambda v: v > target
 
 
 def limits(plan: PlanNow | None, t: Thresholds) -> tuple[Limit, ...]:

@@ -8,12 +8,12 @@ machine's time zone.
 from __future__ import annotations
 
 import time
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 
 from console.plan.model import Plan
 from console.plan.schedule import capacity_at
-from console.plan.sizing import size
+from console.plan.sizing import Sizing, size
 
 HOUR = 3600.0
 A_MONDAY = 1_704_067_200.0  # 2024-01-01 00:00 UTC, a Monday
@@ -67,7 +67,7 @@ def _weighted_mean(pairs: list[tuple[float, float]]) -> float | None:
 
 
 @lru_cache(maxsize=16)
-def _sized(plan: Plan):
+def _sized(plan: Plan) -> Sizing:
     """The plan's sizing, once per plan: the console asks for the plan at every poll."""
     return size(plan)
 
@@ -105,9 +105,9 @@ def plan_now(plan: Plan, now: float, utc_offset_seconds: float = 0.0) -> PlanNow
         e2e_p95_target_seconds=_strictest([w.targets.e2e_p95_seconds for w in interactive]),
         input_tokens_mean=_weighted_mean([(w.tokens.input_mean, k) for w, k in weights]),
         output_tokens_mean=_weighted_mean([(w.tokens.output_mean, k) for w, k in weights]),
-        kv_budget_bytes=getattr(sized, "kv_budget_bytes", None),
-        kv_bytes_per_token=getattr(sized, "kv_bytes_per_token", None),
-        gpus_per_replica=getattr(sized, "gpus_per_replica", None),
+        kv_budget_bytes=sized.kv_budget_bytes,
+        kv_bytes_per_token=sized.kv_bytes_per_token,
+        gpus_per_replica=sized.gpus_per_replica,
         gpu_price_per_hour=plan.gpu.price_per_hour,
         overflow_mode=plan.overflow.mode,
         max_queue=plan.overflow.max_queue,

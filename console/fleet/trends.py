@@ -42,9 +42,12 @@ class Trends:
         """
         if not _finite(point.at) or (self.points and point.at <= self.points[-1].at):
             return self
-        unknown = {name: None for name in SERIES if getattr(point, name) is not None and not _finite(getattr(point, name))}
+        unknown: dict[str, float | None] = {
+            name: None for name in SERIES if getattr(point, name) is not None and not _finite(getattr(point, name))
+        }
         if unknown:
-            point = replace(point, **unknown)
+            # `at` named, so the type checker matches the unknowns with the series' fields (float | None) alone.
+            point = replace(point, at=point.at, **unknown)
         oldest = point.at - self.span_seconds
         kept = tuple(p for p in self.points if p.at >= oldest) + (point,)
         return replace(self, points=kept[-self.limit :])
@@ -62,5 +65,5 @@ class Trends:
         return None
 
 
-def _finite(value) -> bool:
+def _finite(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

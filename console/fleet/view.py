@@ -13,70 +13,37 @@ from __future__ import annotations
 
 import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Literal
 
 from console.fleet import judge
-from console.fleet.flags import DOWN_STATES, SEVERITY_RANK, Flag, FlagInputs, FlagState, Pending, Severity, Thresholds, evaluate
+from console.fleet.columns import CONSOLE_BY_KEY, CellValue
+from console.fleet.flags import SEVERITY_RANK, Flag, FlagInputs, FlagState, Pending, Severity, Thresholds, evaluate
 from console.fleet.plan_now import PlanNow
 from console.fleet.trends import TrendPoint, Trends
-from console.metrics.figures import Figures, FleetFigures
-
-TOTAL_KEY = "fleet"  # the total row's key; replica names come from the figures
-
-
-# --- columns: what the fleet table shows, sorts and filters on ---------------
-
-
-@dataclass(frozen=True)
-class Column:
-    key: str  # used in sort and filter expressions
-    title: str
-    unit: Literal["text", "rps", "tps", "count", "share", "seconds", "per_second"]
-    value: Callable[[Figures], object]
-    priority: int  # lower shows first; the narrowest layout keeps priority <= 1
-
-
-COLUMNS: tuple[Column, ...] = (
-    Column("name", "replica", "text", lambda f: f.name, 0),
-    Column("state", "state", "text", lambda f: f.state, 0),
-    Column("rps", "req/s", "rps", lambda f: f.requests_per_second, 0),
-    Column("prompt", "in t/s", "tps", lambda f: f.prompt_tokens_per_second, 2),
-    Column("gen", "out t/s", "tps", lambda f: f.generation_tokens_per_second, 1),
-    Column("run", "run", "count", lambda f: f.running, 1),
-    Column("wait", "wait", "count", lambda f: f.waiting, 0),
-    Column("kv", "KV", "share", lambda f: f.kv_usage, 0),
-    Column("preempt", "pre/s", "per_second", lambda f: f.preemptions_per_second, 1),
-    Column("ttft50", "TTFT50", "seconds", lambda f: f.ttft_p50_seconds, 3),
-    Column("ttft", "TTFT95", "seconds", lambda f: f.ttft_p95_seconds, 0),
-    Column("tpot", "TPOT95", "seconds", lambda f: f.tpot_p95_seconds if f.tpot_p95_seconds is not None else f.itl_p95_seconds, 0),
-    Column("e2e", "E2E95", "seconds", lambda f: f.e2e_p95_seconds, 2),
-    Column("queue", "queue95", "seconds", lambda f: f.queue_p95_seconds, 2),
-    Column("prefix", "prefix", "share", lambda f: f.prefix_hit_share, 3),
-)
-COLUMN_BY_KEY = {c.key: c for c in COLUMNS}
-
+from console.metrics.figures import FAILED, FLEET_TOTAL, SERVING, Figures, FleetFigures
 
 Mark = Literal["critical", "warning", "info", "pending", "over", "ok", "unknown"]
 
 
 @dataclass(frozen=True)
 class Row:
-    key: str  # replica name, or TOTAL_KEY
+    key: str  # replica name, or FLEET_TOTAL
     figures: Figures
     severity: Severity | None  # the worst active flag on this replica (on the total row: in the fleet)
     pending: Severity | None = None  # the worst condition that holds but is inside its minimum duration
     over: tuple[tuple[str, judge.CellSeverity], ...] = ()  # (column, severity) of cells over their limit now
 
-    def value(self, column: str) -> object:
-        return COLUMN_BY_KEY[column].value(self.figures)
+    def value(self, column: str) -> CellValue:
+        return CONSOLE_BY_KEY[column].value(self.figures)
 
     @property
     def mark(self) -> Mark:
         """What the row's badge says: never "ok" while a cell is over its limit or a condition is pending."""
         if self.severity in ("critical", "warning"):
             return self.severity
-        if self.figures.state in DOWN_STATES:
+        if self.figures.state in FAILED:
             return "critical"  # down before its flag's minimum duration: still shown as bad
         if self.pending is not None:
             return "pending"
@@ -84,7 +51,7 @@ class Row:
             return "over"
         if self.severity == "info":
             return "info"
-        return "ok" if self.figures.state in ("up", "restarted") else "unknown"
+        return "ok" if self.figures.state in SERVING else "unknown"
 
 
 def sort_rows(rows: tuple[Row, ...], column: str, descending: bool = False) -> tuple[Row, ...]:
@@ -119,10 +86,10 @@ def _compile(text: str) -> Callable[[Row], bool]:
         needle = text.strip().lower()
         return lambda row: needle in row.figures.name.lower() or needle in row.figures.state or needle in row.figures.url.lower()
     column, op, raw = match["column"], match["op"], match["value"]
-    if column not in COLUMN_BY_KEY:
-        raise FilterError(f"unknown column {column!r}: expected one of {', '.join(COLUMN_BY_KEY)}")
-    spec = COLUMN_BY_KEY[column]
-    if spec.unit == "text" or op == "~":
+    if column not in CONSOLE_BY_KEY:
+        raise FilterError(f"unknown column {column!r}: expected one of {', '.join(CONSOLE_BY_KEY)}")
+    spec = CONSOLE_BY_KEY[column]
+    if spec.is_text or op == "~":
         if op not in ("=", "!=", "~"):
             raise FilterError(f"{column} holds text: use =, != or ~ (contains), not {op}")
         needle = raw.lower()
@@ -170,7 +137,7 @@ def _status_at_most(actual: float | None, limit: float | None, warn_share: float
 
 
 def _serving(figures: FleetFigures) -> int:
-    return sum(1 for r in figures.replicas if r.state in ("up", "restarted"))
+    return sum(1 for r in figures.replicas if r.state in SERVING)
 
 
 def _fullest_engine_tokens(replica: Figures) -> float | None:
@@ -219,7 +186,8 @@ def cost_per_million_tokens(figures: FleetFigures, plan: PlanNow | None) -> floa
     return cost_per_hour / (gen * 3600 / 1e6)
 
 
-def compare(figures: FleetFigures, plan: PlanNow) -> tuple[Comparison, ...]:
+def compare(figures: FleetFigures, plan: PlanNow, thresholds: Thresholds | None = None) -> tuple[Comparison, ...]:
+    drift = (thresholds or Thresholds()).workload_raise  # where the workload drift flag rises
     fleet = figures.fleet
     rps = fleet.requests_per_second
     serving = _serving(figures)
@@ -250,19 +218,19 @@ def compare(figures: FleetFigures, plan: PlanNow) -> tuple[Comparison, ...]:
         Comparison("E2E p95", plan.e2e_p95_target_seconds, fleet.e2e_p95_seconds, "seconds",
                    _status_at_most(fleet.e2e_p95_seconds, plan.e2e_p95_target_seconds)),
         Comparison("mean input", plan.input_tokens_mean, fleet.mean_input_tokens, "tokens",
-                   _drift_status(fleet.mean_input_tokens, plan.input_tokens_mean)),
+                   _drift_status(fleet.mean_input_tokens, plan.input_tokens_mean, drift)),
         Comparison("mean output", plan.output_tokens_mean, fleet.mean_output_tokens, "tokens",
-                   _drift_status(fleet.mean_output_tokens, plan.output_tokens_mean)),
+                   _drift_status(fleet.mean_output_tokens, plan.output_tokens_mean, drift)),
         Comparison("$ per M tokens", None, cost_per_million_tokens(figures, plan), "dollars_per_million",
                    "unknown" if cost_per_million_tokens(figures, plan) is None else "ok", "now"),
     ]
     return tuple(rows)
 
 
-def _drift_status(observed: float | None, planned: float | None) -> Status:
+def _drift_status(observed: float | None, planned: float | None, raise_share: float) -> Status:
     if observed is None or not planned:
         return "unknown"
-    return "warning" if abs(observed / planned - 1) >= 0.5 else "ok"
+    return "warning" if abs(observed / planned - 1) >= raise_share else "ok"
 
 
 # --- the view --------------------------------------------------------------
@@ -305,7 +273,7 @@ class FleetView:
         return 1 - rps / self.plan.planned_capacity_rps
 
     def row(self, key: str) -> Row | None:
-        if key == TOTAL_KEY:
+        if key == FLEET_TOTAL:
             return self.total
         return next((r for r in self.rows if r.key == key), None)
 
@@ -364,7 +332,7 @@ def advance(
     )
     # The total row speaks for the whole fleet: the worst flag or pending condition anywhere in it.
     total = Row(
-        TOTAL_KEY, figures.fleet,
+        FLEET_TOTAL, figures.fleet,
         active[0].severity if active else None,
         pending[0].severity if pending else None,
         judge.over(figures.fleet, judged),
@@ -376,7 +344,7 @@ def advance(
         now=now,
         rows=rows,
         total=total,
-        comparisons=compare(figures, plan) if plan else (),
+        comparisons=compare(figures, plan, thresholds) if plan else (),
         trends=trends.add(_trend_point(figures, plan)),
         flag_state=flag_state,
     )

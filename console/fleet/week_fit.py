@@ -21,9 +21,9 @@ Deferrable workloads are copied unchanged. Pure: plain data in, text out.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
-from typing import Mapping, Sequence
 
 from console.fleet.hourly import Summary
 from console.fleet.plan_now import HOUR, plan_now, week_time
@@ -131,7 +131,8 @@ def fit_week(hours: Sequence[Summary], plan: Plan, zone: tzinfo) -> WeekFit:
         if "prompt_length" in summary.deltas or "output_length" in summary.deltas:
             covered[slot] += summary.end - summary.start
         # A profile is written in busiest five minutes: a rate over less is not one of them.
-        if summary.busiest_rps is not None and not summary.busiest_is_short and (busiest[slot] is None or summary.busiest_rps > busiest[slot]):
+        current = busiest[slot]
+        if summary.busiest_rps is not None and not summary.busiest_is_short and (current is None or summary.busiest_rps > current):
             busiest[slot] = summary.busiest_rps
         if "prompt_length" in summary.deltas:
             prompts[slot].append(summary.deltas["prompt_length"])
@@ -148,17 +149,20 @@ def fit_week(hours: Sequence[Summary], plan: Plan, zone: tzinfo) -> WeekFit:
         prompt, output = merge_deltas(prompts[slot]), merge_deltas(outputs[slot])
         for key, delta, planned, field in (("in", prompt, expected.input_tokens_mean, "input_mean"),
                                            ("out", output, expected.output_tokens_mean, "output_mean")):
-            if _mean(delta) is None or planned is None:
+            if delta is None or planned is None:
                 continue
-            weighted[key][0] += delta.sum
-            weighted[key][1] += delta.count
-            weighted[key][2] += planned * delta.count
+            observed_sum, observed_count = delta.sum, delta.count
+            if observed_sum is None or observed_count is None or not observed_count > 0:
+                continue  # no observed mean (`_mean`)
+            weighted[key][0] += observed_sum
+            weighted[key][1] += observed_count
+            weighted[key][2] += planned * observed_count
             # The deferrable requests the plan has arriving in these recorded seconds, and their tokens.
             counts = [(w.rps_by_hour[day][hour] * covered[slot], getattr(w.tokens, field)) for w in deferrable]
-            count = min(sum(c for c, _ in counts), delta.count)
+            count = min(sum(c for c, _ in counts), observed_count)
             share = count / sum(c for c, _ in counts) if count > 0 else 0.0
-            left_count = delta.count - count
-            left_sum = delta.sum - share * sum(c * mean for c, mean in counts)
+            left_count = observed_count - count
+            left_sum = observed_sum - share * sum(c * mean for c, mean in counts)
             planned_interactive = _interactive_mean(plan, day, hour, field)
             if left_count > 0 and left_sum >= 0 and planned_interactive is not None:
                 interactive[key][0] += left_sum
@@ -179,22 +183,22 @@ def fit_week(hours: Sequence[Summary], plan: Plan, zone: tzinfo) -> WeekFit:
             planned_deferrable_rps=deferrable_rps,
         ))
 
-    def pooled(sums, key):
+    def pooled(sums: Mapping[str, Sequence[float]], key: str) -> tuple[float, float] | tuple[None, None]:
         total, count, planned = sums[key]
         return (total / count, planned / count) if count > 0 else (None, None)
 
     observed_in, planned_in = pooled(weighted, "in")
     observed_out, planned_out = pooled(weighted, "out")
-    interactive_in, planned_interactive_in = pooled(interactive, "in")
-    interactive_out, planned_interactive_out = pooled(interactive, "out")
+    interactive_inputs, interactive_outputs = pooled(interactive, "in"), pooled(interactive, "out")
+    interactive_in, planned_interactive_in = interactive_inputs
+    interactive_out, planned_interactive_out = interactive_outputs
     all_prompts = merge_deltas(d for slot in prompts for d in slot)
     input_p95 = delta_quantile(0.95, all_prompts)
     fit_hours = tuple(fits)
     suggested_rps, notes = _suggest_rps(plan, fit_hours)
     suggested_tokens = _suggest_tokens(plan, _ratio(interactive_in, planned_interactive_in),
                                        _ratio(interactive_out, planned_interactive_out))
-    text = _yaml(plan, fit_hours, suggested_rps, notes, suggested_tokens,
-                 (interactive_in, planned_interactive_in), (interactive_out, planned_interactive_out))
+    text = _yaml(plan, fit_hours, suggested_rps, notes, suggested_tokens, interactive_inputs, interactive_outputs)
     return WeekFit(
         plan_name=plan.name,
         timezone=plan.timezone,
@@ -218,7 +222,9 @@ def _rounded(value: float) -> float:
     return round(max(value, 0.0), RPS_DIGITS) + 0.0  # + 0.0: never a "-0.0"
 
 
-def _suggest_rps(plan: Plan, hours: tuple[HourFit, ...]):
+def _suggest_rps(
+    plan: Plan, hours: tuple[HourFit, ...],
+) -> tuple[dict[str, tuple[tuple[float, ...], ...]], dict[str, list[str]]]:
     """Each interactive workload's 7 x 24, and per workload the notes its YAML carries."""
     interactive = plan.interactive
     notes: dict[str, list[str]] = {w.name: [] for w in interactive}
@@ -237,7 +243,7 @@ def _suggest_rps(plan: Plan, hours: tuple[HourFit, ...]):
             # Scaled by observed / planned of the hour; an hour the plan left empty is shared by peak rps.
             share = w.rps_by_hour[d][h] / planned if planned > 0 else w.peak_rps / peak_total
             tables[w.name][d][h] = _rounded(observed * share)
-    result = {}
+    result: dict[str, tuple[tuple[float, ...], ...]] = {}
     for w in interactive:
         table = tables[w.name]
         if max(max(day) for day in table) <= 0:
@@ -305,7 +311,7 @@ def _workload_yaml(w: Workload, arrivals: list[str], tokens: TokenStats, token_n
     return lines
 
 
-def _week_yaml(table, hours: tuple[HourFit, ...]) -> list[str]:
+def _week_yaml(table: Sequence[Sequence[float]], hours: Sequence[HourFit]) -> list[str]:
     lines = ["    arrivals:", "      week:"]
     for d, day in enumerate(DAYS):
         kept = [h for h in range(24) if hours[d * 24 + h].observed_rps is None]
@@ -319,7 +325,15 @@ def _week_yaml(table, hours: tuple[HourFit, ...]) -> list[str]:
     return lines
 
 
-def _yaml(plan, hours, suggested_rps, notes, suggested_tokens, inputs, outputs) -> str:
+def _yaml(
+    plan: Plan,
+    hours: Sequence[HourFit],
+    suggested_rps: Mapping[str, Sequence[Sequence[float]]],
+    notes: Mapping[str, Sequence[str]],
+    suggested_tokens: Mapping[str, TokenStats],
+    inputs: tuple[float, float] | tuple[None, None],  # (observed, planned) interactive mean, or neither
+    outputs: tuple[float, float] | tuple[None, None],
+) -> str:
     seen = sum(1 for h in hours if h.observed_rps is not None)
     deferrable = [w.name for w in plan.workloads if w.kind != "interactive"]
     lines = [

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from console.overflow.policy import Policy
-from console.plan.schema import TARGET_EXPECTED, masked_target, target_metrics_url
+from console.targets import TARGET_EXPECTED, masked_target, target_metrics_url
 
 DEFAULT_LISTEN = ("127.0.0.1", 8080)
 DEFAULT_ADMIN = ("127.0.0.1", 8081)
@@ -66,7 +66,7 @@ def policy_from_plan(plan, replicas: int, instances: int = 1, set_at: float = 0.
 
 def planned_cap_from_plan(plan, instances: int = 1) -> int:
     """The planner's concurrency per replica at the peak (at the plan's efficiencies), shared between gateways."""
-    from console.plan.sizing import size  # noqa: PLC0415
+    from console.plan.sizing import size  # noqa: PLC0415 - the plan machinery only for a gateway given a plan
 
     sizing = size(plan)
     concurrency = sizing.expected_concurrency
@@ -76,8 +76,8 @@ def planned_cap_from_plan(plan, instances: int = 1) -> int:
 
 
 def off_peak_from_plan(plan) -> Callable[[float], float | None]:
-    from console.gateway.offpeak import seconds_to_idle_window  # noqa: PLC0415
-    from console.plan.schedule import schedule  # noqa: PLC0415
+    from console.gateway.offpeak import seconds_to_idle_window  # noqa: PLC0415 - as above
+    from console.plan.schedule import schedule  # noqa: PLC0415 - as above
 
     windows = tuple((w.weekday, w.hour, w.hours) for w in schedule(plan).idle_windows)
     zone = plan.timezone
@@ -130,5 +130,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-__all__ = ["GatewayConfig", "policy_from_plan", "planned_cap_from_plan", "off_peak_from_plan", "base_url",
-           "host_port", "is_loopback", "TARGET_EXPECTED"]
+__all__ = [
+    "TARGET_EXPECTED",
+    "GatewayConfig",
+    "base_url",
+    "host_port",
+    "is_loopback",
+    "off_peak_from_plan",
+    "planned_cap_from_plan",
+    "policy_from_plan",
+]

@@ -32,7 +32,7 @@ import time
 import uuid
 from collections import OrderedDict
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import aiohttp
 from aiohttp import web
@@ -43,7 +43,17 @@ from console.gateway.drain import DrainMeter
 from console.gateway.telemetry import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from console.gateway.telemetry import OUTCOMES, Telemetry
 from console.overflow.admission import (
-    Forward, Hosted, Load, ReplicaLoad, Refuse, Wait, admit, cap_of, least_loaded, retry_after, shutting_down,
+    Forward,
+    Hosted,
+    Load,
+    Refuse,
+    ReplicaLoad,
+    Wait,
+    admit,
+    cap_of,
+    least_loaded,
+    retry_after,
+    shutting_down,
     timed_out,
 )
 from console.overflow.policy import MAX_QUEUE, Policy, PolicyError, as_json, in_force, parse_switch, summary
@@ -66,7 +76,7 @@ REFUSAL_OUTCOMES = {"queue_full": "rejected", "no_replica_available": "rejected"
 class Replica:
     """One replica as the gateway sees it: address, leases held, health, models served."""
 
-    __slots__ = ("url", "name", "in_flight", "healthy", "models", "checks", "answered", "refused", "problem")
+    __slots__ = ("answered", "checks", "healthy", "in_flight", "models", "name", "problem", "refused", "url")
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -91,7 +101,7 @@ class _Granted:
 
 
 class _Waiter:
-    __slots__ = ("future", "queue", "policy", "since", "timer")
+    __slots__ = ("future", "policy", "queue", "since", "timer")
 
     def __init__(self, future: asyncio.Future, queue: str, policy: Policy, since: float) -> None:
         self.future = future
@@ -102,7 +112,7 @@ class _Waiter:
 
 
 def _iso(at: float) -> str:
-    return datetime.fromtimestamp(at, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 class Gateway:
@@ -423,7 +433,7 @@ class Gateway:
             await asyncio.sleep(self.config.health_interval)
             try:
                 await self._check_all()
-            except Exception:  # noqa: BLE001 - a check must never end the checking
+            except Exception:  # a check must never end the checking (logged, so BLE001 is content)
                 log.exception("health check round failed")
 
     async def _check_all(self) -> None:
@@ -445,7 +455,7 @@ class Gateway:
                         cards = (await response.json(content_type=None)).get("data") or []
                         replica.models = frozenset(c["id"] for c in cards if isinstance(c, dict)
                                                    and isinstance(c.get("id"), str))
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, AttributeError) as error:
+        except (TimeoutError, aiohttp.ClientError, OSError, ValueError, AttributeError) as error:
             problem = _problem(error)
         replica.checks += 1
         self._set_health(replica, not problem, problem)
@@ -591,7 +601,7 @@ class Gateway:
                 replica.refused += 1
                 self._set_health(replica, False, _problem(error))
                 return None
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
+            except (TimeoutError, aiohttp.ClientError, OSError) as error:
                 reached = True
                 return self._upstream_failed(replica, error, rid, kind)
             reached = True
@@ -634,7 +644,7 @@ class Gateway:
                     await response.write(chunk)
                 finished = True
                 await response.write_eof()
-            except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, asyncio.TimeoutError) as error:
+            except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as error:
                 log.warning("replica %s broke off a stream: %s", replica.name, _problem(error))
                 try:
                     await response.write_eof()
@@ -683,7 +693,7 @@ class Gateway:
         try:
             upstream = await self._hosted_session.post(self._hosted_target(path), data=json.dumps(body),
                                                        headers=headers)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
+        except (TimeoutError, aiohttp.ClientError, OSError) as error:
             log.warning("hosted endpoint failed (%s): the request falls back to the bounded queue", _problem(error))
             return None
         response = None
@@ -723,7 +733,7 @@ class Gateway:
             return response
         except _ClientGone:
             return response  # the client left; closing the upstream (below) ends the hosted request
-        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+        except (TimeoutError, aiohttp.ClientError) as error:
             if response is None:
                 log.warning("hosted endpoint failed (%s): the request falls back to the bounded queue",
                             _problem(error))
@@ -781,7 +791,7 @@ class Gateway:
                             "x-request-id": rid})
             except aiohttp.ClientConnectorError as error:
                 self._set_health(replica, False, _problem(error))
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            except (TimeoutError, aiohttp.ClientError, OSError):
                 continue
         return answers.error(503, "no replica of the fleet is answering", "no_replica_available",
                              retry_after=10, request_id=rid, outcome="rejected")

@@ -48,7 +48,7 @@ class Telemetry:
                          ("queue",), buckets=WAIT_BUCKETS, registry=registry)
         self._wait = {q: wait.labels(q) for q in QUEUES}
         self._peak = {q: peak.labels(q) for q in QUEUES}
-        self.peaks = {q: 0 for q in QUEUES}
+        self.peaks = dict.fromkeys(QUEUES, 0)
         for q in QUEUES:
             length.labels(q).set_function(lambda q=q: queue_length(q))
         flight = Gauge("capcon_gateway_in_flight", "Requests in flight (leases held) on each replica.",

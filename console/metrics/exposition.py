@@ -22,9 +22,10 @@ to show.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any
 
 Labels = Mapping[str, str]
 Sample = tuple[str, Labels, float]  # (sample name with `vllm:` prefix, labels, value)
@@ -43,7 +44,7 @@ _TIMESTAMP = re.compile(r"-?[0-9]+")
 _ESCAPE = re.compile(r"\\(.)")
 _UNESCAPED = {"n": "\n", "\\": "\\", '"': '"'}
 
-_SKIP = ("", MappingProxyType({}))  # a valid series of a family capcon does not read
+_SKIP: tuple[str, Labels] = ("", MappingProxyType({}))  # a valid series of a family capcon does not read
 _series_cache: dict[str, tuple[str, Labels] | None] = {}
 _labels_cache: dict[str, Labels | None] = {}  # many families share one label text
 _known_names: set[str] = set()
@@ -156,7 +157,7 @@ def parse(text: str, families: frozenset[str] | None = None) -> Page:
     (or on a page without any) are always read.
     """
     samples: list[Sample] = []
-    state = [0, "", 0, set()]  # errors, first error, duplicates, series seen
+    state: list[Any] = [0, "", 0, set()]  # errors, first error, duplicates, series seen
     cut = False
     if not text.endswith("\n"):
         end = text.rfind("\n") + 1
@@ -180,7 +181,7 @@ def parse(text: str, families: frozenset[str] | None = None) -> Page:
     return Page(tuple(samples), state[0], state[1], state[2], cut)
 
 
-def _read_lines(text: str, samples: list[Sample], state: list) -> None:
+def _read_lines(text: str, samples: list[Sample], state: list[Any]) -> None:
     append = samples.append
     cache = _series_cache
     seen = state[3]
@@ -210,7 +211,7 @@ def _read_lines(text: str, samples: list[Sample], state: list) -> None:
                 state[2] += 1  # a repeated series: the first one counts, as in Prometheus
                 continue
             seen.add(key)
-            append((entry[0], entry[1], value))
+            append((entry[0], entry[1], value))  # type: ignore[possibly-undefined]  # read whenever entry is set
 
 
 def clear_caches() -> None:

@@ -7,13 +7,33 @@ KV usage is a 0-1 fraction. Every number is finite (`vetted_figures`).
 
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Literal
 
 from console.metrics.vllm import impossible
 
-ReplicaState = Literal["up", "down", "timeout", "bad_payload", "restarted", "stale", "unknown"]
+# The name of the fleet's total figures: the total row's key and the subject of fleet-wide flags.
+FLEET_TOTAL = "fleet"
+
+
+class ReplicaState(enum.StrEnum):
+    """How a replica answered. A str: stored, printed and compared as its value ("up", "bad_payload")."""
+
+    UP = "up"
+    DOWN = "down"
+    TIMEOUT = "timeout"
+    BAD_PAYLOAD = "bad_payload"
+    RESTARTED = "restarted"
+    STALE = "stale"
+    UNKNOWN = "unknown"
+
+
+# Groups of states. A state as plain text (a source's) is in them too; tuples, not sets, so a damaged
+# recording's unhashable value is just not in them.
+ANSWERING = (ReplicaState.UP, ReplicaState.RESTARTED, ReplicaState.STALE)  # gave figures, maybe old ones
+SERVING = (ReplicaState.UP, ReplicaState.RESTARTED)  # counted as capacity
+FAILED = (ReplicaState.DOWN, ReplicaState.TIMEOUT, ReplicaState.BAD_PAYLOAD)  # no figures: capacity lost
 
 
 @dataclass(frozen=True)
@@ -71,7 +91,7 @@ _NUMBERS = (
 _MAPS = (("requests_per_second_by_reason", False), ("kv_usage_by_engine", True), ("kv_capacity_tokens_by_engine", False))
 
 
-def _why_not(value, share: bool = False) -> str:
+def _why_not(value: object, share: bool = False) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "is not a number"
     return impossible(float(value), share)
@@ -112,7 +132,7 @@ def vetted_figures(figures: Figures) -> Figures:
                 changes["kv_usage"] = None
         elif share and any(value > 1.0 for value in values.values()):
             changes[name] = {key: min(value, 1.0) for key, value in values.items()}
-    age = figures.data_age_seconds
+    age: object = figures.data_age_seconds  # a recording's JSON may hold anything here, a bool or a string
     if age is not None and (isinstance(age, bool) or not isinstance(age, (int, float)) or not math.isfinite(age)):
         changes["data_age_seconds"] = None
     if not changes:

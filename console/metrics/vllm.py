@@ -13,8 +13,8 @@ summed across engines, running and waiting are summed, KV usage and capacity are
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Mapping
 
 from console.metrics.exposition import PROCESS_START, Page, ParseError, Sample
 
@@ -229,7 +229,14 @@ def sample_from_samples(samples: Iterable[Sample], at: float) -> ReplicaSample:
     # only on the sample name, or on the name and the engine, is looked up once per run.
     run_name: str | None = None
     run_engine: str | None = None
-    known = key = family_engines = tally = family = seen_parts = per = None
+    # Set on the first line of each run, before any use (a histogram's seen_parts and per on its first engine).
+    known: tuple[str, tuple[str, int], str] | None
+    key: tuple[str, int] = ("", 0)  # read only once a run of a known family has set it
+    family_engines: set[str]
+    tally: dict[str, list[int]]
+    family: dict[str, dict[float, float]]
+    seen_parts: list[int]
+    per: dict[float, float]
     kind = part = ""
     run_count = 0  # lines of the current run, added to `shape` when the run ends
     for name, labels, value in samples:
@@ -241,16 +248,16 @@ def sample_from_samples(samples: Iterable[Sample], at: float) -> ReplicaSample:
             known = wire.get(name)
             if known is not None:
                 kind, key, part = known
-                family_engines = engines.get(key)
-                if family_engines is None:
-                    family_engines = engines[key] = set()
+                if key not in engines:
+                    engines[key] = set()
+                family_engines = engines[key]
                 if kind == "histogram":
-                    tally = parts.get(key)
-                    if tally is None:
-                        tally = parts[key] = {}
-                    family = buckets.get(key)
-                    if family is None:
-                        family = buckets[key] = {}
+                    if key not in parts:
+                        parts[key] = {}
+                    tally = parts[key]
+                    if key not in buckets:
+                        buckets[key] = {}
+                    family = buckets[key]
         if known is None:
             if name == CACHE_CONFIG:
                 config_labels.append(labels)
@@ -291,12 +298,12 @@ def sample_from_samples(samples: Iterable[Sample], at: float) -> ReplicaSample:
         if kind == "histogram":
             if engine != run_engine:
                 run_engine = engine
-                seen_parts = tally.get(engine)
-                if seen_parts is None:
-                    seen_parts = tally[engine] = [0, 0, 0, 0]
-                per = family.get(engine)
-                if per is None:
-                    per = family[engine] = {}
+                if engine not in tally:
+                    tally[engine] = [0, 0, 0, 0]
+                seen_parts = tally[engine]
+                if engine not in family:
+                    family[engine] = {}
+                per = family[engine]
             if part == "_bucket":
                 le = labels.get("le")
                 bound = bounds_of[le] if le in bounds_of else _bound(le)
@@ -336,8 +343,8 @@ def sample_from_samples(samples: Iterable[Sample], at: float) -> ReplicaSample:
         return CANONICAL[canonical][chosen[canonical]]
 
     doubtful = newest(doubts)
-    family_engines = {canonical: seen for canonical, seen in newest(engines).items() if seen}
-    _check_whole(newest(parts), newest(buckets), family_engines, doubtful, wire_name)
+    engines_by_family = {canonical: seen for canonical, seen in newest(engines).items() if seen}
+    _check_whole(newest(parts), newest(buckets), engines_by_family, doubtful, wire_name)
     gauge_values = {k: v for k, v in newest(gauges).items() if k not in doubtful}
     histogram_sums, histogram_counts = newest(sums), newest(counts)
     histograms = {}
@@ -352,11 +359,11 @@ def sample_from_samples(samples: Iterable[Sample], at: float) -> ReplicaSample:
         else:
             summed = {}
             falls = None
-            for engine, per_engine in family.items():
-                engine_bounds = sorted(per_engine)
-                falls = falls or _falls(engine_bounds, [per_engine[b] for b in engine_bounds], engine)
-                for bound, value in per_engine.items():
-                    summed[bound] = summed.get(bound, 0.0) + value
+            for engine, engine_counts in family.items():
+                engine_bounds = sorted(engine_counts)
+                falls = falls or _falls(engine_bounds, [engine_counts[b] for b in engine_bounds], engine)
+                for edge, value in engine_counts.items():
+                    summed[edge] = summed.get(edge, 0.0) + value
             bounds = tuple(sorted(summed))
             cumulative = tuple(summed[b] for b in bounds)
         if falls:
@@ -374,7 +381,7 @@ def sample_from_samples(samples: Iterable[Sample], at: float) -> ReplicaSample:
         family_shape["cache_config"] = len(config_labels)
     if start_doubt:
         doubtful["start_time"] = start_doubt
-    all_engines = set().union(*family_engines.values())
+    all_engines = set().union(*engines_by_family.values())
     return ReplicaSample(
         at=at,
         counters={k: v for k, v in newest(counters).items() if k not in doubtful},
@@ -395,7 +402,7 @@ def sample_from_samples(samples: Iterable[Sample], at: float) -> ReplicaSample:
     )
 
 
-def _falls(bounds, cumulative, engine: str = "0") -> str:
+def _falls(bounds: Sequence[float], cumulative: Sequence[float], engine: str = "0") -> str:
     """Where cumulative bucket counts fall ("" when they never do): `le=0.5 (engine 0)`."""
     top = 0.0
     for bound, count in zip(bounds, cumulative):
@@ -405,7 +412,13 @@ def _falls(bounds, cumulative, engine: str = "0") -> str:
     return ""
 
 
-def _check_whole(parts, buckets, engines, doubtful, wire_name) -> None:
+def _check_whole(
+    parts: Mapping[str, Mapping[str, list[int]]],
+    buckets: Mapping[str, Mapping[str, Mapping[float, float]]],
+    engines: Mapping[str, set[str]],
+    doubtful: Mapping[str, str],
+    wire_name: Callable[[str], str],
+) -> None:
     """Raise IncompletePage unless every histogram series is whole and every engine is in every family.
 
     A page cut at a line end keeps whole lines: what gives it away is a histogram series without
@@ -428,7 +441,7 @@ def _check_whole(parts, buckets, engines, doubtful, wire_name) -> None:
             raise IncompletePage(f"{wire_name(canonical)}: no series for engine {missing}, which the page's other families have: page cut short")
 
 
-_bounds: dict[str, float | None] = {}
+_bounds: dict[str | None, float | None] = {}
 
 
 def _bound(text: str | None) -> float | None:
@@ -481,8 +494,13 @@ def restart_reason(older: ReplicaSample, newer: ReplicaSample) -> str:
         if later is not None and later < value:
             return f"{canonical} counter went down"
     for canonical, histogram in older.histograms.items():
-        later = newer.histograms.get(canonical)
-        if later is not None and later.count is not None and histogram.count is not None and later.count < histogram.count:
+        newer_histogram = newer.histograms.get(canonical)
+        if (
+            newer_histogram is not None
+            and newer_histogram.count is not None
+            and histogram.count is not None
+            and newer_histogram.count < histogram.count
+        ):
             return f"{canonical} count went down"
     return ""
 
@@ -575,7 +593,8 @@ def vet_sample(sample: ReplicaSample) -> ReplicaSample:
         start_time=start,
         doubtful={**sample.doubtful, **doubts},
         checked=True,
-        **gauges,
+        running=gauges["running"],
+        waiting=gauges["waiting"],
     )
 
 

@@ -14,10 +14,11 @@ Anything that cannot be computed is None.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Literal
 
-from console.metrics.figures import Figures, ReplicaState, vetted_figures
+from console.metrics.figures import ANSWERING, FLEET_TOTAL, Figures, ReplicaState, vetted_figures
 from console.metrics.vllm import Histogram, ReplicaSample, doubt_note, restart_reason, restarted
 
 QUANTILE_FIGURES = (
@@ -181,9 +182,9 @@ def replica_window(older: ReplicaSample | None, newer: ReplicaSample | None) -> 
             by_reason[reason] = value - old
     histograms = {}
     for canonical, histogram in newer.histograms.items():
-        delta = histogram_delta(older.histograms.get(canonical), histogram) if _same_series(older, newer, canonical) else None
-        if delta is not None:
-            histograms[canonical] = delta
+        bucket_delta = histogram_delta(older.histograms.get(canonical), histogram) if _same_series(older, newer, canonical) else None
+        if bucket_delta is not None:
+            histograms[canonical] = bucket_delta
     return ReplicaWindow(newer.at - older.at, counters, by_reason, histograms)
 
 
@@ -223,20 +224,21 @@ def replica_figures(
     newer: ReplicaSample | None,
     name: str,
     url: str,
-    state: ReplicaState = "up",
+    state: ReplicaState = ReplicaState.UP,
     error: str = "",
     now: float | None = None,
-    window: ReplicaWindow | None | bool = False,
+    window: ReplicaWindow | Literal[False] | None = False,
 ) -> Figures:
     """One replica's figures: gauges from the newer sample, rates and quantiles from the pair.
 
-    `window`: `replica_window(older, newer)` when the caller has it already (the fleet totals need it too).
+    `window`: `replica_window(older, newer)` when the caller has it already (the fleet totals need it too);
+    False, the default, when it has not.
     """
     if newer is None:
         return Figures(name=name, url=url, state=state, error=error)
     reason = restart_reason(older, newer) if older is not None else ""
     if reason:
-        state = "restarted"
+        state = ReplicaState.RESTARTED
         error = error or f"the replica restarted during the window ({reason}): rates resume next refresh"
     note = doubt_note(newer.doubtful)
     if note and note not in error:
@@ -251,7 +253,7 @@ def replica_figures(
 def fleet_figures(
     windows: Sequence[tuple[ReplicaSample | None, ReplicaSample | None]],
     replicas: Sequence[Figures],
-    name: str = "fleet",
+    name: str = FLEET_TOTAL,
     url: str = "",
     now: float | None = None,
     computed: Sequence[ReplicaWindow | None] | None = None,
@@ -266,15 +268,15 @@ def fleet_figures(
     live = [w for w in counted if w is not None]
     merged = _merge_windows(live)
     values = _window_figures(merged)
-    current = [f for f in replicas if f.state in ("up", "restarted", "stale")]
+    current = [f for f in replicas if f.state in ANSWERING]
     values.update(
         running=_sum(f.running for f in current),
         waiting=_sum(f.waiting for f in current),
         kv_usage=_max(f.kv_usage for f in current),
         kv_capacity_tokens=_sum(f.kv_capacity_tokens for f in current),
     )
-    answering = sum(1 for f in replicas if f.state in ("up", "restarted", "stale"))
-    state: ReplicaState = "up" if answering else ("down" if replicas else "unknown")
+    answering = sum(1 for f in replicas if f.state in ANSWERING)
+    state = ReplicaState.UP if answering else (ReplicaState.DOWN if replicas else ReplicaState.UNKNOWN)
     notes = []
     if answering < len(replicas):
         notes.append(f"{len(replicas) - answering} of {len(replicas)} replicas not answering")

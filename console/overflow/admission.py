@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
 from console.overflow.policy import Policy
 
@@ -63,7 +63,7 @@ class Refuse:
     retry_after: int  # seconds
 
 
-Decision = Union[Forward, Wait, Hosted, Refuse]
+Decision = Forward | Wait | Hosted | Refuse
 
 
 def retry_after(queued: int, completions_per_second: float | None, fallback: float) -> int:

@@ -54,7 +54,7 @@ def number(value: float) -> str:
         value = float(value)
     if not math.isfinite(value):
         return str(value)
-    if value.is_integer() and abs(value) < 1e7:
+    if float(value).is_integer() and abs(value) < 1e7:  # float(): a bool has no is_integer before Python 3.12
         return str(int(value))
     mantissa, e, exponent = f"{value:g}".partition("e")
     return f"{mantissa}e{int(exponent)}" if e else mantissa

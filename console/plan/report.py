@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, fields
 from itertools import groupby
+from typing import Any
 
 from console.plan import units
 from console.plan.schedule import (
@@ -35,7 +36,7 @@ _LABEL = 24
 _VALUE = 15
 
 
-def _finite(value):
+def _finite(value: Any) -> Any:
     """JSON has no infinity or NaN: an incomputable figure is null."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -285,8 +286,8 @@ def _schedule(sch: Schedule) -> list[str]:
     lead = f"{sch.lead_time_seconds / 60:g} min"
     if sch.scale_ups:
         lines.append(f"Scale-ups, started {lead} ahead so replicas serve when the hour starts:")
-        key = lambda up: (up.start_minute_of_day, up.ready_hour, up.from_replicas, up.to_replicas)  # noqa: E731
-        for (minute, ready, before, after), group in groupby(sorted(sch.scale_ups, key=key), key=key):
+        scale_up = lambda up: (up.start_minute_of_day, up.ready_hour, up.from_replicas, up.to_replicas)  # noqa: E731 - one key for sorted() and groupby()
+        for (minute, ready, before, after), group in groupby(sorted(sch.scale_ups, key=scale_up), key=scale_up):
             days = _days([up.start_weekday for up in group])
             lines.append(f"  {days} {minute // 60:02d}:{minute % 60:02d} start {after - before} "
                          f"({before} -> {after}), serving from {ready:02d}:00")
@@ -306,9 +307,9 @@ def _schedule(sch: Schedule) -> list[str]:
         f"Idle hours (interactive rps at most {IDLE_SHARE_OF_PEAK:.0%} of its peak), spare capacity on the "
         f"scheduled replicas:"
     )
-    key = lambda w: (w.hour, w.hours, w.spare_rps_min)  # noqa: E731
-    for (hour, hours, spare), group in groupby(sorted(sch.idle_windows, key=key), key=key):
-        days = _days([w.weekday for w in group])
+    window = lambda w: (w.hour, w.hours, w.spare_rps_min)  # noqa: E731 - one key for sorted() and groupby()
+    for (hour, hours, spare), windows in groupby(sorted(sch.idle_windows, key=window), key=window):
+        days = _days([w.weekday for w in windows])
         lines.append(f"  {days} from {hour:02d}:00 for {hours} h, at least {units.rps(spare)} spare")
     if not sch.idle_windows:
         lines.append("  none")

@@ -11,6 +11,7 @@ lead time so the replicas are serving when the hour starts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from console.plan.model import Plan, Workload
@@ -104,7 +105,9 @@ def _scale_ups(table: tuple[tuple[int, ...], ...], lead_time_seconds: float) -> 
     return tuple(found)
 
 
-def _idle_windows(plan: Plan, rps, table, peak: float) -> tuple[IdleWindow, ...]:
+def _idle_windows(
+    plan: Plan, rps: Sequence[Sequence[float]], table: Sequence[Sequence[int]], peak: float
+) -> tuple[IdleWindow, ...]:
     capacity = plan.capacity.rps_per_replica
     idle = [rps[s // 24][s % 24] <= IDLE_SHARE_OF_PEAK * peak for s in range(7 * 24)]
     if all(idle):
@@ -122,7 +125,9 @@ def _idle_windows(plan: Plan, rps, table, peak: float) -> tuple[IdleWindow, ...]
     return tuple(windows)
 
 
-def _deferrable_fit(plan: Plan, rps, table, peak: float) -> DeferrableFit | None:
+def _deferrable_fit(
+    plan: Plan, rps: Sequence[Sequence[float]], table: Sequence[Sequence[int]], peak: float
+) -> DeferrableFit | None:
     deferrable: tuple[Workload, ...] = tuple(w for w in plan.workloads if w.kind == "deferrable")
     if not deferrable:
         return None

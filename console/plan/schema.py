@@ -12,19 +12,16 @@ is refused before it is composed, so no plan, however hostile, gets past here as
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import os
 import re
 import stat
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from console.errors import UserError
-from console.redact import redact_url
 from console.plan import catalog
 from console.plan.limits import (
     LIMITS,
@@ -44,21 +41,31 @@ from console.plan.model import (
     DataRules,
     FleetSource,
     Gpu,
+    KvPrecision,
     Model,
     Overflow,
+    OverflowMode,
     Plan,
     Replica,
     Targets,
     TokenStats,
+    WeightPrecision,
     Workload,
+    WorkloadKind,
 )
 from console.plan.zones import ZoneNameError, zone_info
+from console.targets import (
+    TARGET_EXPECTED,
+    masked_target,
+    target_metrics_url,
+)
 
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
-WEIGHT_PRECISIONS = ("fp16", "bf16", "int8", "fp8", "int4")
-KV_PRECISIONS = ("fp16", "bf16", "fp8")
-OVERFLOW_MODES = ("bounded_queue", "hosted", "defer")
-WORKLOAD_KINDS = ("interactive", "deferrable")
+WEIGHT_PRECISIONS: tuple[WeightPrecision, ...] = ("fp16", "bf16", "int8", "fp8", "int4")
+KV_PRECISIONS: tuple[KvPrecision, ...] = ("fp16", "bf16", "fp8")
+OVERFLOW_MODES: tuple[OverflowMode, ...] = ("bounded_queue", "hosted", "defer")
+WORKLOAD_KINDS: tuple[WorkloadKind, ...] = ("interactive", "deferrable")
+_Choice = TypeVar("_Choice", bound=str)  # one of the Literal types above
 
 # YAML 1.1 reads `70e9` as a string (its floats need a dot); plans may write it anyway.
 _SCIENTIFIC = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)[eE][+-]?\d+$")
@@ -222,12 +229,14 @@ class _Field:
             raise self.fail(f"{odd!r} in {_cut(value, quoted=True)}", "printable text (no control characters)")
         return value
 
-    def choice(self, options: tuple[str, ...]) -> str:
+    def choice(self, options: tuple[_Choice, ...]) -> _Choice:
         expected = "one of " + ", ".join(options)
         value = self._scalar(expected)
-        if not isinstance(value, str) or value.lower() not in options:
-            raise self.fail(f"got {self._shown()}", expected)
-        return value.lower()
+        if isinstance(value, str):
+            for option in options:
+                if option == value.lower():
+                    return option  # the option itself (equal to the value): typed as its Literal
+        raise self.fail(f"got {self._shown()}", expected)
 
     def boolean(self) -> bool:
         value = self._scalar("true or false")
@@ -248,20 +257,23 @@ def _model(f: _Field) -> Model:
         ("attention_heads", "hidden_size", "max_model_len"),
     )
 
-    def whole(key: str) -> int | None:
-        return m[key].integer(LIMITS[f"model.{key}"]) if key in m else None
+    def whole(key: str) -> int:
+        return m[key].integer(LIMITS[f"model.{key}"])
+
+    def optional_whole(key: str) -> int | None:
+        return whole(key) if key in m else None
 
     model = Model(
         name=m["name"].name(),
         parameters=m["parameters"].count(LIMITS["model.parameters"]),
-        layers=whole("layers"),
+        layers=whole("layers"),  # required keys: `mapping` has refused a model without them
         kv_heads=whole("kv_heads"),
         head_dim=whole("head_dim"),
-        weight_precision=m["weight_precision"].choice(WEIGHT_PRECISIONS),  # type: ignore[arg-type]
-        kv_precision=m["kv_precision"].choice(KV_PRECISIONS),  # type: ignore[arg-type]
-        attention_heads=whole("attention_heads"),
-        hidden_size=whole("hidden_size"),
-        max_model_len=whole("max_model_len"),
+        weight_precision=m["weight_precision"].choice(WEIGHT_PRECISIONS),
+        kv_precision=m["kv_precision"].choice(KV_PRECISIONS),
+        attention_heads=optional_whole("attention_heads"),
+        hidden_size=optional_whole("hidden_size"),
+        max_model_len=optional_whole("max_model_len"),
     )
     if model.attention_heads is not None and model.attention_heads % model.kv_heads:
         raise m["attention_heads"].fail(
@@ -290,15 +302,19 @@ def _gpu(f: _Field) -> Gpu:
                     "a preset, or memory_gb, bandwidth_tb_s, tflops_bf16 and price_per_hour",
                 )
     def figure(key: str, scale: float, fallback: float | None) -> float:
-        return g[key].number(LIMITS[f"gpu.{key}"]) * scale if key in g else float(fallback)  # type: ignore[arg-type]
+        if key in g:
+            return g[key].number(LIMITS[f"gpu.{key}"]) * scale
+        if fallback is None:  # no preset: each figure was required just above
+            raise f.fail(f"missing key {key!r}", "a preset, or memory_gb, bandwidth_tb_s, tflops_bf16 and price_per_hour")
+        return float(fallback)
 
     name = g["name"].name() if "name" in g else (base.name if base else "custom GPU")
     return Gpu(
         name=name,
-        memory_bytes=figure("memory_gb", catalog.GB, base and base.memory_bytes),
-        bandwidth_bytes_per_second=figure("bandwidth_tb_s", catalog.TB, base and base.bandwidth_bytes_per_second),
-        flops_per_second=figure("tflops_bf16", catalog.TFLOP, base and base.flops_per_second),
-        price_per_hour=figure("price_per_hour", 1.0, base and base.price_per_hour),
+        memory_bytes=figure("memory_gb", catalog.GB, base.memory_bytes if base else None),
+        bandwidth_bytes_per_second=figure("bandwidth_tb_s", catalog.TB, base.bandwidth_bytes_per_second if base else None),
+        flops_per_second=figure("tflops_bf16", catalog.TFLOP, base.flops_per_second if base else None),
+        price_per_hour=figure("price_per_hour", 1.0, base.price_per_hour if base else None),
     )
 
 
@@ -407,7 +423,7 @@ def _workload(f: _Field) -> Workload:
         )
     return Workload(
         name=w["name"].name(),
-        kind=w["kind"].choice(WORKLOAD_KINDS),  # type: ignore[arg-type]
+        kind=w["kind"].choice(WORKLOAD_KINDS),
         rps_by_hour=rps,
         tokens=tokens,
         targets=targets,
@@ -462,152 +478,6 @@ def _url(f: _Field) -> str:
     return value
 
 
-TARGET_EXPECTED = "host:port or an http(s) URL such as http://10.0.0.5:8000"
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*$")
-# `http//h:8000` and `http:/h:8000` would otherwise read as a host named "http" (or "http:"):
-# a DNS failure at poll time, exit 1, instead of a refusal naming the typo.
-_SCHEME_TYPO = re.compile(r"^(https?)(:/(?!/)|//|:\\)", re.IGNORECASE)
-_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")  # RFC 1123: letters, digits, inner hyphens
-_PORT = re.compile(r"^[0-9]+$")
-_SHOWN_LENGTH = 200  # a target echoed in an error: enough to find it, never a screenful
-
-
-def masked_target(text: str) -> str:
-    """`text` as an error may show it: a password (`user:pass@`) and secret query values (`?token=...`) masked.
-
-    The rule is `console.redact.redact_url`'s: everything up to the last `@` is credentials,
-    whatever it holds (a password may contain `/`, `:` or `?`); the user name before the first
-    `:` stays, to say which one it was.
-    """
-    shown = redact_url(text)
-    return shown if len(shown) <= _SHOWN_LENGTH else shown[:_SHOWN_LENGTH] + "…"
-
-
-def checked_url(text: str) -> str:
-    """`host:8000`, `http://host:8000` or a full URL -> that URL, `http://` added when it has no scheme.
-
-    The one rule for an address capcon connects to (a replica, Prometheus). Strict,
-    because a mistyped address must be refused here rather than polled as a host that does not
-    resolve: scheme http or https, optional `user:password@` (sent as HTTP Basic auth, shown and
-    recorded as `user:***@`), an RFC 1123 host name or an IPv4 or [IPv6] literal, a port
-    1-65535, a path and query after them. The URL returned keeps the credentials: it is the
-    one to connect to, never one to show (`console.redact.redact_url` makes that one). A
-    ValueError says what is wrong; it never repeats the text (callers show
-    `masked_target(text)`), so a password in it is never echoed.
-    """
-    url = text.strip()
-    if not url:
-        raise ValueError("an empty address")
-    odd = next((c for c in url if c.isspace() or not c.isprintable()), None)
-    if odd is not None:
-        raise ValueError(f"{odd!r} is not allowed in an address")
-    typo = _SCHEME_TYPO.match(url)
-    if typo:
-        raise ValueError(f"{typo[0]!r} is a mistyped scheme: write {typo[1].lower()}://")
-    if "://" not in url:
-        url = "http://" + url
-    scheme, _, rest = url.partition("://")
-    if not _SCHEME.match(scheme):
-        raise ValueError("what comes before '://' is not a scheme")
-    if scheme.lower() not in ("http", "https"):
-        raise ValueError(f"scheme {scheme.lower()!r} is not http or https")
-    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
-    if "@" in rest[len(authority):]:
-        # Read as the address shows it (credentials up to the last '@'), this would connect
-        # somewhere else than a URL parser does: refused, and nothing of it repeated.
-        raise ValueError("an '@' after the host's '/', '?' or '#': in a user name or password write '/', '?', "
-                         "'#' and '@' as %2F, %3F, %23 and %40; in a path or query write '@' as %40")
-    userinfo, at, netloc = authority.rpartition("@")
-    if at:
-        _check_userinfo(userinfo)  # sent as HTTP Basic auth; shown and recorded as user:***@
-    _check_netloc(netloc)
-    return url
-
-
-def target_metrics_url(text: str) -> str:
-    """`host:8000`, `http://host:8000` or a full URL -> the URL of its /metrics page.
-
-    The one rule for a replica's address, from `--target` or a plan's fleet.targets: that of
-    `checked_url`, with `/metrics` for an empty path. ValueError as `checked_url` raises it.
-    """
-    url = checked_url(text)
-    parts = urlsplit(url)
-    if parts.path in ("", "/"):
-        # Rebuilt rather than appended to, so a query string (?token=...) stays after the path.
-        url = urlunsplit(parts._replace(path="/metrics"))
-    return url
-
-
-_USERINFO = re.compile(r"(?:[A-Za-z0-9._~!$&'()*+,;=:-]|%[0-9A-Fa-f]{2})*")
-
-
-def _check_userinfo(userinfo: str) -> None:
-    """RFC 3986 userinfo: unreserved, sub-delims, ':' and %XX; ValueError (never quoting it) otherwise."""
-    if not _USERINFO.fullmatch(userinfo):
-        raise ValueError("a user name or password may hold letters, digits, ':' and -._~!$&'()*+,;= only; "
-                         "percent-encode anything else (%40 for '@', %25 for '%')")
-
-
-def _check_netloc(netloc: str) -> None:
-    """`host`, `host:port`, `[v6]` or `[v6]:port`; ValueError otherwise."""
-    if netloc.startswith("["):
-        host, bracket, after = netloc[1:].partition("]")
-        if not bracket:
-            raise ValueError("'[' without a closing ']' (an IPv6 address is written [::1]:8000)")
-        try:
-            ipaddress.IPv6Address(host.replace("%25", "%"))  # a zone (fe80::1%25eth0) is written %25 in a URL
-        except ValueError:
-            raise ValueError(f"[{_short(host)}] is not an IPv6 address") from None
-        if after and not after.startswith(":"):
-            raise ValueError(f"{_short(after)!r} after the IPv6 address, where only :port may follow")
-        port = after[1:] if after else None
-    else:
-        if netloc.count(":") > 1:
-            raise ValueError("an IPv6 address needs brackets, as in [::1]:8000")
-        host, colon, port = netloc.partition(":")
-        port = port if colon else None
-        _check_host(host)
-    if port is not None:
-        _check_port(port)
-
-
-def _check_port(port: str) -> None:
-    if not port:
-        raise ValueError("no port after ':'")
-    if not _PORT.match(port):
-        raise ValueError(f"port {_short(port)!r} is not a number")
-    digits = port.lstrip("0") or "0"
-    if len(digits) > 5 or not 1 <= int(digits) <= 65535:  # the length first: int() of 5,000 digits refuses
-        raise ValueError(f"port {_short(port)} is outside 1-65535")
-
-
-def _check_host(host: str) -> None:
-    if not host:
-        raise ValueError("no host or port")
-    if re.fullmatch(r"[0-9.]+", host):
-        # All digits and dots is an IPv4 address or a typo of one, never a name (RFC 1123 2.1).
-        try:
-            ipaddress.IPv4Address(host)
-        except ValueError:
-            raise ValueError(f"{_short(host)!r} is not an IPv4 address (four numbers 0-255)") from None
-        return
-    odd = next((c for c in host if not (c.isascii() and (c.isalnum() or c in "-."))), None)
-    if odd is not None:
-        raise ValueError(f"{odd!r} is not allowed in a host name (letters, digits, '-' and '.')")
-    name = host[:-1] if host.endswith(".") else host  # a fully qualified name may end in a dot
-    if len(name) > 253:
-        raise ValueError("a host name longer than 253 characters")
-    for label in name.split("."):
-        if not label:
-            raise ValueError(f"{_short(host)!r} has an empty label (two dots in a row, or a leading dot)")
-        if not _LABEL.match(label):
-            raise ValueError(f"host name label {_short(label)!r} is not 1-63 letters, digits or inner '-'")
-
-
-def _short(piece: str) -> str:
-    return piece if len(piece) <= 60 else piece[:60] + "…"
-
-
 def _target(f: _Field) -> str:
     value = f.text()
     try:
@@ -639,7 +509,7 @@ def _overflow(f: _Field | None, data: DataRules) -> Overflow:
         return Overflow()
     o = f.mapping((), ("mode", "max_queue", "max_wait_seconds", "hosted_model", "hosted_url"))
     overflow = Overflow(
-        mode=o["mode"].choice(OVERFLOW_MODES) if "mode" in o else "bounded_queue",  # type: ignore[arg-type]
+        mode=o["mode"].choice(OVERFLOW_MODES) if "mode" in o else "bounded_queue",
         max_queue=o["max_queue"].integer(LIMITS["overflow.max_queue"]) if "max_queue" in o else Overflow.max_queue,
         max_wait_seconds=(
             o["max_wait_seconds"].number(LIMITS["overflow.max_wait_seconds"])
@@ -673,7 +543,7 @@ _TOP_REQUIRED = ("model", "gpu", "workloads", "capacity")
 _TOP_OPTIONAL = ("name", "timezone", "replica", "redundancy", "lead_time_minutes", "data", "overflow", "fleet")
 
 
-def _timezone(field: "_Field") -> str:
+def _timezone(field: _Field) -> str:
     """An IANA zone name ("Europe/Warsaw"): the clock the plan's hours of the day are written in."""
     name = field.text()
     try:
@@ -694,13 +564,14 @@ def _check_nesting(text: str, source_name: str) -> None:
         if isinstance(event, _OPENERS):
             depth += 1
             if depth > MAX_NESTING:
-                raise PlanError(f"{source_name}:{event.start_mark.line + 1}: YAML nested more than {MAX_NESTING} "
+                line = event.start_mark.line + 1 if event.start_mark else 1
+                raise PlanError(f"{source_name}:{line}: YAML nested more than {MAX_NESTING} "
                                 f"levels deep; expected a plan (its keys nest 6 levels at most)")
         elif isinstance(event, _CLOSERS):
             depth -= 1
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 

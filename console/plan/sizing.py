@@ -27,10 +27,11 @@ replicas: the load each carries when the N+1 spare is lost.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from console.plan import advice, catalog
-from console.plan.model import Plan
+from console.plan.model import Plan, Workload
 from console.plan.schema import TENSOR_PARALLEL_SIZES
 
 FLOP_PER_PARAMETER_PER_TOKEN = 2.0  # prefill costs about 2 FLOP per parameter per token (docs/method.md)
@@ -60,7 +61,7 @@ def interactive_demand(plan: Plan) -> Demand:
     peak_rps, weekday, hour = max((totals[d][h], -d, -h) for d in range(7) for h in range(24))
     weekday, hour = -weekday, -hour
 
-    def at_peak(value) -> float:
+    def at_peak(value: Callable[[Workload], float]) -> float:
         return sum(w.rps_by_hour[weekday][hour] * value(w) for w in workloads) / peak_rps
 
     return Demand(

@@ -18,13 +18,14 @@ import math
 import threading
 import time
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from pathlib import Path
 
 from console.fleet.view import FleetView
 from console.replay import MAX_SPEED, MIN_SPEED
 from console.replay.fleet_replay import WARMUP_SECONDS, FleetReplay
-from console.replay.loader import Replay, shown_time
+from console.replay.loader import Replay, open_replay, shown_time
 from console.store.records import RecordedPoll
 
 # A stalled event loop (a suspended terminal) must not fling the clock far ahead when it wakes.
@@ -217,3 +218,13 @@ class ReplayController:
         if not playing_on:
             self._mark = self._wall()  # a long seek is not time played; the time a tick computes is
         return self.frame(computed, ended, note)
+
+
+def first_view(path: str | Path, fleets: list[str] | None = None, start: float | None = None, end: float | None = None):
+    """Open a replay and compute its first frame, as `capcon replay` does before drawing: (controller, frame).
+
+    What benchmarks time as "time to open a replay" (file open, poll index, warm-up, first views).
+    """
+    replay = open_replay(path, fleets, start, end)
+    controller = ReplayController(replay, playing=False, start=start)
+    return controller, controller.open()

@@ -21,14 +21,13 @@ replay from the start shows.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
 from console.fleet.plan_now import plan_now
 from console.fleet.view import FleetView, advance
+from console.live.watcher import RecordedSource, Watcher, WatcherMemory
 from console.replay.loader import RecordedFleet
 from console.store.records import RecordedPoll
-from console.watcher import Watcher
 
 # What the flags and trends remember: trends 600 s, a drift looks back 120 s, a restart is held
 # 300 s, minimum durations 30-120 s. Fifteen minutes of polls before a target covers all of them.
@@ -44,47 +43,10 @@ class ReplayStopped(Exception):
     """The console is closing: a warm-up in progress gives up between batches."""
 
 
-class RecordedSource:
-    """The recorded source's name, for a watcher that only replays results (figures carry `source`)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
-@dataclass(frozen=True)
-class WatcherState:
-    """A copy of a watcher's memory (rings of immutable samples), enough to carry on from this poll."""
-
-    source: str
-    window_seconds: float
-    interval_seconds: float
-    rings: dict
-    last_good: dict
-    restarted: frozenset
-    latest: dict
-
-
-def capture(watcher: Watcher) -> WatcherState:
-    return WatcherState(
-        watcher.source_name, watcher.window_seconds, watcher.interval_seconds,
-        {url: tuple(ring) for url, ring in watcher._rings.items()},
-        dict(watcher._last_good), frozenset(watcher._restarted), dict(watcher._latest),
-    )
-
-
-def restore(state: WatcherState) -> Watcher:
-    watcher = Watcher(RecordedSource(state.source), state.window_seconds, interval_seconds=state.interval_seconds)
-    watcher._rings = {url: deque(ring) for url, ring in state.rings.items()}
-    watcher._last_good = dict(state.last_good)
-    watcher._restarted = set(state.restarted)
-    watcher._latest = dict(state.latest)
-    return watcher
-
-
 @dataclass(frozen=True)
 class Keyframe:
     index: int  # the last poll fed
-    watcher: WatcherState | None
+    watcher: WatcherMemory | None
     view: FleetView | None
     poll: RecordedPoll | None
 
@@ -158,7 +120,7 @@ class FleetReplay:
 
     def _load(self, keyframe: Keyframe) -> None:
         self.position, self.view, self.poll = keyframe.index, keyframe.view, keyframe.poll
-        self._watcher = restore(keyframe.watcher) if keyframe.watcher is not None else None
+        self._watcher = Watcher.from_memory(keyframe.watcher) if keyframe.watcher is not None else None
 
     def _feed(self, index: int) -> int:
         start = self.position + 1
@@ -203,7 +165,7 @@ class FleetReplay:
                                  poll.interval_seconds, poll.source_error, poll.plan_id, None, None, poll.plan_clock)
 
     def _keep(self) -> None:
-        state = capture(self._watcher) if self._watcher is not None else None
+        state = self._watcher.memory() if self._watcher is not None else None
         self._keyframes[self.position] = Keyframe(self.position, state, self.view, self.poll)
 
     def _trim(self) -> None:

@@ -20,21 +20,18 @@ from statistics import median
 from console.errors import UserError
 from console.plan.model import Plan
 from console.store.database import Store, reading_errors
+
 # What the recorder writes when a console or `capcon record` starts and stops.
-from console.store.recorder import STARTED as RECORDING_STARTED, STOPPED as RECORDING_STOPPED
+from console.store.recorder import STARTED as RECORDING_STARTED
+from console.store.recorder import STOPPED as RECORDING_STOPPED
 from console.store.records import Event, RecordedPoll
+from console.when import format_when
 
 USUAL_GAPS = 8  # gaps before a poll that say how far apart its run polls (files without recorded starts)
 
 
 def shown_time(at: float) -> str:
     """A recorded moment as people read it: local time, `2026-11-30 14:03:22`."""
-    try:
-        from console.store.when import format_when  # noqa: PLC0415 - the shared formatter, when present
-    except ImportError:
-        from datetime import datetime  # noqa: PLC0415
-
-        return datetime.fromtimestamp(at).strftime("%Y-%m-%d %H:%M:%S")
     return format_when(at)
 
 
@@ -308,15 +305,3 @@ def _gaps(times: list[float], stopped: list[float]) -> frozenset[int]:
 
 def _bound(at: float | None, words: str) -> str:
     return shown_time(at) if at is not None else words
-
-
-def first_view(path: str | Path, fleets: list[str] | None = None, start: float | None = None, end: float | None = None):
-    """Open a replay and compute its first frame, as `capcon replay` does before drawing: (controller, frame).
-
-    What benchmarks time as "time to open a replay" (file open, poll index, warm-up, first views).
-    """
-    from console.replay.controller import ReplayController  # noqa: PLC0415 - the controller builds on this module
-
-    replay = open_replay(path, fleets, start, end)
-    controller = ReplayController(replay, playing=False, start=start)
-    return controller, controller.open()

@@ -76,12 +76,12 @@ class _Family:
 
 
 class Counter(_Family):
-    def child(self, created: float, **labels: str) -> "CounterChild":
+    def child(self, created: float, **labels: str) -> CounterChild:
         key = self._key(labels)
         if key not in self._children:
             self._children[key] = CounterChild()
             self._created[key] = created
-        return self._children[key]  # type: ignore[return-value]
+        return self._children[key]  # type: ignore[return-value]  # each family holds children of its own kind
 
     def render(self) -> str:
         total = f"{self.name}_total"
@@ -104,11 +104,11 @@ class CounterChild:
 
 
 class Gauge(_Family):
-    def child(self, **labels: str) -> "GaugeChild":
+    def child(self, **labels: str) -> GaugeChild:
         key = self._key(labels)
         if key not in self._children:
             self._children[key] = GaugeChild()
-        return self._children[key]  # type: ignore[return-value]
+        return self._children[key]  # type: ignore[return-value]  # each family holds children of its own kind
 
     def render(self) -> str:
         lines = [self._header(self.name, "gauge")]
@@ -135,12 +135,12 @@ class Histogram(_Family):
             bounds.pop()
         self.bounds = tuple(bounds)
 
-    def child(self, created: float, **labels: str) -> "HistogramChild":
+    def child(self, created: float, **labels: str) -> HistogramChild:
         key = self._key(labels)
         if key not in self._children:
             self._children[key] = HistogramChild(self.bounds)
             self._created[key] = created
-        return self._children[key]  # type: ignore[return-value]
+        return self._children[key]  # type: ignore[return-value]  # each family holds children of its own kind
 
     def render(self) -> str:
         lines = [self._header(self.name, "histogram")]

@@ -81,7 +81,7 @@ class SimFleet:
 
     # ---- life cycle ----
 
-    async def __aenter__(self) -> "SimFleet":
+    async def __aenter__(self) -> SimFleet:
         try:
             for replica in self.replicas:
                 await replica.start()

@@ -428,7 +428,7 @@ class ReplicaServer(Target):
         if fault == "metrics_hang":
             try:
                 await asyncio.wait_for(self._unhang.wait(), HANG_LIMIT_SECONDS)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             if self.down:
                 return web.Response(status=503, text="stopping")
@@ -453,4 +453,4 @@ class ReplicaServer(Target):
         }
 
 
-__all__ = ["ReplicaServer", "METRICS_FAULTS", "count_prompt_tokens", "count_chat_tokens"]
+__all__ = ["METRICS_FAULTS", "ReplicaServer", "count_chat_tokens", "count_prompt_tokens"]

@@ -301,7 +301,7 @@ class HttpTarget(Target):
                 await response.read()
                 ok = response.status == 200
             self.healthy = True
-        except (OSError, asyncio.TimeoutError):
+        except (TimeoutError, OSError):
             self.healthy = False  # refused: the replica is down; try again after a pause
             await asyncio.sleep(1.0)
             self.healthy = True

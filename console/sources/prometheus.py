@@ -38,12 +38,12 @@ import math
 import ssl
 import threading
 import zlib
-from collections.abc import Iterable
-from typing import Any, Mapping, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 import httpx
 
-from console.metrics.figures import Figures, FleetFigures, ReplicaState
+from console.metrics.figures import ANSWERING, FLEET_TOTAL, Figures, FleetFigures, ReplicaState
 from console.metrics.vllm import kv_capacity_tokens, kv_capacity_tokens_by_engine
 from console.metrics.window import QUANTILE_FIGURES, RATE_FIGURES
 from console.redact import redact, redact_url, url_secrets
@@ -346,7 +346,7 @@ def _causes(error: BaseException) -> list[BaseException]:
 
 
 def failed_figures(window_seconds: float, now: float, error: str) -> FleetFigures:
-    fleet = Figures(name="fleet", url="", state="unknown", error=error)
+    fleet = Figures(name=FLEET_TOTAL, url="", state=ReplicaState.UNKNOWN, error=error)
     return FleetFigures(window_seconds, SOURCE, (), fleet, now, source_error=error)
 
 
@@ -501,12 +501,12 @@ def figures_from_answers(answers: Mapping[str, list], window_seconds: float, now
 
 def _state(up: float | None, age: float | None, window_seconds: float, reset: bool) -> tuple[ReplicaState, str]:
     if up is None or up < 1:
-        return "down", "Prometheus' last scrape of this target failed (up == 0)"
+        return ReplicaState.DOWN, "Prometheus' last scrape of this target failed (up == 0)"
     if age is not None and age > max(window_seconds, 60.0):
-        return "stale", f"Prometheus last scraped this target {age:.0f} s ago"
+        return ReplicaState.STALE, f"Prometheus last scraped this target {age:.0f} s ago"
     if reset:
         return "restarted", "a counter went down inside the window: the replica restarted"
-    return "up", ""
+    return ReplicaState.UP, ""
 
 
 def _engine_configs_by_instance(rows: list[Row]) -> dict[str, dict[str, Mapping[str, str]]]:
@@ -525,7 +525,7 @@ def _fleet(
     fleet_quantiles: Mapping[str, float | None],
 ) -> Figures:
     """Rates and gauges summed, KV the max, quantiles from merged buckets (PromQL `sum by (le)`)."""
-    current = [f for f in replicas if f.state in ("up", "restarted", "stale")]
+    current = [f for f in replicas if f.state in ANSWERING]
     values: dict[str, Any] = {name: _sum(rate_by.get(canonical, {}).values()) for name, canonical in RATE_FIGURES}
     reasons: dict[str, float] = {}
     for per_reason in by_reason.values():
@@ -539,11 +539,11 @@ def _fleet(
     queries = _sum(rate_by.get("prefix_cache_queries", {}).values())
     answering = len(current)
     notes = [f"{len(replicas) - answering} of {len(replicas)} replicas not answering"] if answering < len(replicas) else []
-    state: ReplicaState = "up" if answering else ("down" if replicas else "unknown")
+    state = ReplicaState.UP if answering else (ReplicaState.DOWN if replicas else ReplicaState.UNKNOWN)
     if not replicas:
         notes.append("no targets match the selector in Prometheus")
     return Figures(
-        name="fleet",
+        name=FLEET_TOTAL,
         url="",
         state=state,
         error="; ".join(notes),

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from console.errors import UserError
 from console.metrics.vllm import CACHE_CONFIG, COUNTERS, GAUGES, HISTOGRAMS

@@ -29,10 +29,11 @@ import httpx
 
 from console.errors import UserError
 from console.metrics.exposition import ParseError, parse
+from console.metrics.figures import ReplicaState
 from console.metrics.vllm import FAMILIES, cut_short, doubt_note, sample_from_page
-from console.sources.asyncio_network import AsyncioBackend
 from console.redact import redact, redact_url, url_secrets
-from console.sources.base import Target, TargetResult, shown_targets
+from console.sources.asyncio_network import AsyncioBackend
+from console.targets import Target, TargetResult, shown_targets
 
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # a real vLLM page is ~50 KB; LoRA-heavy ones a few hundred KB
 ACCEPT = "text/plain;version=0.0.4;q=1.0, */*;q=0.1"
@@ -227,36 +228,36 @@ class ScrapeSource:
         await asyncio.sleep(0)  # let the transports finish closing their sockets
 
     async def _fetch_one(self, target: Target, route: _Route | _BadURL, now: float) -> TargetResult:
-        def failed(state, error: str) -> TargetResult:
+        def failed(state: ReplicaState, error: str) -> TargetResult:
             return TargetResult(target.name, target.url, state, None, error, now)
 
         try:
             async with asyncio.timeout(self.timeout):
                 body = await self._get(route)
         except (TimeoutError, httpcore.TimeoutException):
-            return failed("timeout", f"no complete answer within {self.timeout:g} s")
+            return failed(ReplicaState.TIMEOUT, f"no complete answer within {self.timeout:g} s")
         except httpcore.ConnectError as error:
-            return failed("down", f"cannot connect: {_reason(error)}")
+            return failed(ReplicaState.DOWN, f"cannot connect: {_reason(error)}")
         except _BadStatus as error:
-            return failed("down", str(error))
+            return failed(ReplicaState.DOWN, str(error))
         except PageTooLarge:
-            return failed("bad_payload", f"page larger than {self.max_bytes / (1024 * 1024):g} MB; not read")
+            return failed(ReplicaState.BAD_PAYLOAD, f"page larger than {self.max_bytes / (1024 * 1024):g} MB; not read")
         except _BadEncoding as error:
-            return failed("bad_payload", str(error))
+            return failed(ReplicaState.BAD_PAYLOAD, str(error))
         except _NoAnswer as error:
-            return failed("down", f"connection closed without an answer: {error}")
+            return failed(ReplicaState.DOWN, f"connection closed without an answer: {error}")
         except (httpcore.RemoteProtocolError, httpcore.ReadError) as error:
-            return failed("bad_payload", f"page cut short: {_reason(error)}")
+            return failed(ReplicaState.BAD_PAYLOAD, f"page cut short: {_reason(error)}")
         except _BadURL as error:
-            return failed("down", str(error))
+            return failed(ReplicaState.DOWN, str(error))
         except httpcore.UnsupportedProtocol as error:
-            return failed("down", f"unsupported URL: {_reason(error)}")
+            return failed(ReplicaState.DOWN, f"unsupported URL: {_reason(error)}")
         except (httpcore.NetworkError, httpcore.ProtocolError, httpcore.ProxyError) as error:
-            return failed("down", f"{type(error).__name__}: {_reason(error)}")
+            return failed(ReplicaState.DOWN, f"{type(error).__name__}: {_reason(error)}")
         except OSError as error:
-            return failed("down", f"{type(error).__name__}: {error}")
+            return failed(ReplicaState.DOWN, f"{type(error).__name__}: {error}")
         except (ValueError, OverflowError) as error:  # an address the socket layer refuses to use
-            return failed("down", f"unusable address: {error}")
+            return failed(ReplicaState.DOWN, f"unusable address: {error}")
         return self.read_page(target, route, body, now)
 
     def read_page(self, target: Target, route, body: bytes, now: float) -> TargetResult:
@@ -267,7 +268,7 @@ class ScrapeSource:
         """
 
         def failed(error: str) -> TargetResult:
-            return TargetResult(target.name, target.url, "bad_payload", None, error, now)
+            return TargetResult(target.name, target.url, ReplicaState.BAD_PAYLOAD, None, error, now)
 
         text = body.decode("utf-8", errors="replace")
         page = parse(text, FAMILIES)  # only the families capcon reads
@@ -285,7 +286,7 @@ class ScrapeSource:
         if cut:
             return failed(cut)
         warnings = [f"{sample.duplicates} duplicate series ignored" if sample.duplicates else "", doubt_note(sample.doubtful)]
-        return TargetResult(target.name, target.url, "up", sample, "; ".join(w for w in warnings if w), now)
+        return TargetResult(target.name, target.url, ReplicaState.UP, sample, "; ".join(w for w in warnings if w), now)
 
     def _cut_at_a_line_end(self, route, sample) -> str:
         """Why this page of the target looks cut at a line end (fewer series than its process served); "".

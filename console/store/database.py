@@ -24,22 +24,30 @@ import math
 import shlex
 import sqlite3
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterator
 
 import sqlite_utils
 
 from console.errors import UserError
 from console.metrics.figures import FleetFigures
 from console.metrics.vllm import ReplicaSample
-from console.sources.base import TargetResult
+from console.redact import redact
 from console.store import codec, json_out
 from console.store.json_out import finite, text
 from console.store.records import Event, FlagEvent, FleetInfo, PlanVersion, PollRecord, RecordedPoll
-from console.store.schema import COUNTER_COLUMNS, HISTOGRAM_COLUMNS, OLDEST_READABLE, SCHEMA_VERSION, SchemaError, migrate, version
-from console.redact import redact
+from console.store.schema import (
+    COUNTER_COLUMNS,
+    HISTOGRAM_COLUMNS,
+    OLDEST_READABLE,
+    SCHEMA_VERSION,
+    SchemaError,
+    migrate,
+    version,
+)
+from console.targets import TargetResult
 
 BUSY_TIMEOUT_MS = 2000  # a writer waits this long for another writer's lock before reporting "locked"
 # Opening for writing checks the whole file for damage (PRAGMA quick_check: every page read once)

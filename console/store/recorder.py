@@ -26,8 +26,6 @@ is grown back, one that takes no writes is a "read-only" state, so the recorder 
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import json
 import os
 import socket
@@ -40,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from console.store import retention as retention_rules
 from console.store.database import (
     BUSY_TIMEOUT_MS,
     DamagedHistory,
@@ -142,7 +141,7 @@ def size_limit_reached(path: str) -> int | None:
     """The file-size limit (RLIMIT_FSIZE, `ulimit -f`) when the history or its log has reached it, else None."""
     try:
         import resource  # noqa: PLC0415 - POSIX only
-    except ImportError:
+    except ImportError:  # not a module of ours: the standard library has none on Windows, nor a size limit to meet
         return None
     soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
     if soft == resource.RLIM_INFINITY:
@@ -312,15 +311,6 @@ def _left_out_words(taken: dict[str, OtherWriter], one: bool) -> str:
     if one:
         return f"{by(next(iter(taken.values())))} records it"
     return "; ".join(f"{name}: {by(writer)} records it" for name, writer in taken.items())
-
-
-def _apply_retention():
-    """`apply_retention` when this build has it (None until then): looked up late, so recording never waits on it."""
-    try:
-        module = importlib.import_module("console.store.retention")
-    except Exception:  # noqa: BLE001 - a retention module that does not load must not stop the recording
-        return None
-    return getattr(module, "apply_retention", None)
 
 
 class Recorder:
@@ -773,19 +763,14 @@ class Recorder:
 
     def _retain(self) -> bool:
         """One retention round; False when it left work for a round soon after (a backlog)."""
-        apply = _apply_retention()
-        if apply is None:
-            return True
         if not self.retention_explicit:
             # Follow the file: a recorder started with --keep-* may have set it since.
             self.retention = self._stored_retention() or self.retention
         finished = True
         try:
-            if "max_chunks" in inspect.signature(apply).parameters:
-                done = apply(self._store, self._clock(), self.retention, max_chunks=RETENTION_CHUNKS)
-                finished = getattr(done, "finished", True)
-            else:
-                apply(self._store, self._clock(), self.retention)
+            # Looked up on the module at each round, so a stand-in put there (tests) is the one called.
+            done = retention_rules.apply_retention(self._store, self._clock(), self.retention, max_chunks=RETENTION_CHUNKS)
+            finished = done.finished
         except sqlite3.Error as error:
             self._set_state(*state_of(error, self.path))  # tried again at the next round, like any refused write
             return True

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from console.fleet.flags import Flag, changes
+from console.fleet.flags import Flag
 from console.metrics.figures import Figures, FleetFigures
 from console.plan.model import Plan
-from console.sources.base import TargetResult
+from console.targets import TargetResult
 
 
 @dataclass(frozen=True)
@@ -94,30 +94,3 @@ class Event:
     subject: str | None
     detail: dict | None
 
-
-def poll_record(fleet: str, watcher, previous, view, plan: Plan | None, interval_seconds: float, plan_clock: float | None = None) -> PollRecord:
-    """What to store for one poll: the watcher's raw results and `now`, the view's flag changes.
-
-    `previous` and `view` are the FleetViews before and after this poll.
-    """
-    flag_changes = []
-    for change, flag in changes(previous.flag_state if previous is not None else None, view.flag_state):
-        row = view.row(flag.subject)
-        flag_changes.append(FlagChange(change, flag, row.figures if row is not None else None))
-    results = getattr(watcher, "last_results", None)
-    watched_at = getattr(watcher, "last_watched_at", None)
-    return PollRecord(
-        fleet=fleet,
-        at=view.now,
-        watched_at=watched_at if watched_at is not None else view.now,
-        source=view.figures.source,
-        window_seconds=getattr(watcher, "window_seconds", None) or view.figures.window_seconds,
-        # The watcher's own interval sets its window slack; the console's +/- keys change only how often it polls.
-        interval_seconds=getattr(watcher, "interval_seconds", None) or interval_seconds,
-        results=results,
-        figures=view.figures if results is None else None,
-        plan=plan,
-        flag_changes=tuple(flag_changes),
-        source_error=view.figures.source_error,
-        plan_clock=plan_clock,
-    )

@@ -12,6 +12,7 @@ for spans whose raw samples retention has already folded away. Both are merged
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 
 from console.fleet.hourly import MinutePoint
 from console.store.database import SAMPLE_READ_COLUMNS, Store, sample_from_columns
@@ -94,8 +95,6 @@ def raised_flags(store: Store, fleet: str, start: float, end: float) -> list[tup
 
 def flags_by_hour(store: Store, fleet: str, starts: list[float], end: float) -> dict[float, dict[str, int]]:
     """Raised flags counted by kind for each hour starting at `starts` (the last one ends at `end`)."""
-    from bisect import bisect_right  # noqa: PLC0415
-
     counted: dict[float, dict[str, int]] = {start: {} for start in starts}
     if not starts:
         return counted

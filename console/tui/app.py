@@ -1,54 +1,40 @@
-"""The console app: polls each fleet in a chained worker and hands immutable views to the screens.
+"""The console app: wires a driver (live polls or a replay) to the screens, the keys and the header.
 
-`open_console(fleets, args, demo=None)` is what `capcon watch` and `capcon demo` call.
+`open_console(fleets, args, recorder=None)` is what `capcon watch` calls; `capcon demo` and
+`capcon replay` build a ConsoleApp themselves (a demo fleet beside it, or a replay controller).
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import signal
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any
 
 from textual.app import App
 from textual.binding import Binding
 
 from console.fleet.view import FleetView
-from console.fleet_handle import FleetHandle, utc_offset_seconds  # noqa: F401 - re-exported: the console's fleets
-from console.metrics.figures import FleetFigures
+from console.live.defaults import DEFAULT_INTERVAL_SECONDS
+from console.live.handle import FleetHandle
 from console.plan.model import DAYS
-from console.store.poll_feed import PollFeed
-from console.tui.demo_faults import CLEAR_ALL_KEY, CLEAR_REPLICA_KEY, LASTING_KINDS, DemoFaults, choice_for
+from console.tui.demo import Demo, DemoControls
+from console.tui.drivers import Driver, LiveDriver, RecordedFleetLabel, ReplayDriver
 from console.tui.literal import printable
 from console.tui.messages import PollFailed, ViewUpdated
+from console.tui.screens.base import ConsoleScreen
+from console.tui.screens.fault_screen import FaultMenu, FaultScreen
+from console.tui.screens.fleet_screen import FleetScreen
+from console.tui.screens.goto_screen import GoToScreen
+from console.tui.screens.help_screen import HelpScreen
+from console.tui.screens.overview_screen import OverviewScreen
+from console.tui.screens.plan_screen import PlanScreen
 from console.tui.widgets.console_header import HeaderInfo
 
-MIN_INTERVAL_SECONDS = 1.0
-# Replay: how often the replay clock moves while playing, and how many polls to compute before
-# saying "seeking…" (a warm-up of a few hundred polls takes a moment).
-REPLAY_TICK_SECONDS = 0.25
-SEEK_NOTICE_POLLS = 150
 # Follows the terminal's own 16-colour palette, which is what an SSH session has.
 DEFAULT_THEME = "ansi-dark"
-DEFAULT_INTERVAL_SECONDS = 2.0
-
-
-class Watcher(Protocol):
-    async def poll(self) -> FleetFigures: ...
-
-
-class DemoControls(Protocol):
-    """What `capcon demo` hands over so the console can stir its simulated fleet."""
-
-    def spike(self, factor: float, seconds: float) -> Any: ...
-
-    def fault(self, index: int, kind: str) -> Any: ...
-
-    def clear_fault(self, index: int, kind: str) -> Any: ...
-
-    def clear_all_faults(self) -> Any: ...
 
 
 class ConsoleApp(App):
@@ -58,9 +44,8 @@ class ConsoleApp(App):
     # Actions that change something outside the console: `--read-only` dims them, in one place.
     CHANGING_ACTIONS = frozenset({"spike", "fault"})
     DEMO_ACTIONS = frozenset({"spike", "fault"})
-    # Keys of `capcon replay` only; and the live keys that mean nothing on recorded data.
-    REPLAY_ACTIONS = frozenset({"replay_play", "replay_step", "replay_speed", "replay_jump", "replay_go", "replay_edge"})
-    LIVE_ACTIONS = frozenset({"poll_now", "slower", "faster", "spike", "fault"})
+    # Offered by one kind of driver only (console.tui.drivers): the live keys, the replay keys.
+    DRIVER_ACTIONS = LiveDriver.actions | ReplayDriver.actions
 
     BINDINGS = [
         Binding("q", "quit", "quit", id="quit"),
@@ -94,7 +79,7 @@ class ConsoleApp(App):
 
     def __init__(
         self,
-        fleets: list[FleetHandle],
+        fleets: Sequence[FleetHandle | RecordedFleetLabel],
         interval: float = DEFAULT_INTERVAL_SECONDS,
         read_only: bool = False,
         demo: DemoControls | None = None,
@@ -110,40 +95,39 @@ class ConsoleApp(App):
         self.fleets = list(fleets)
         self.views: list[FleetView | None] = [None] * len(fleets)
         self.errors: list[str] = [""] * len(fleets)
-        self.interval = max(float(interval), MIN_INTERVAL_SECONDS)
         self.read_only = read_only
-        self.demo = demo
-        self.paused = False
-        self.clock = clock
         self.screenshot_dir = Path(screenshot_dir)
-        self._wake = asyncio.Event()
-        self.demo_faults = DemoFaults()  # what this console turned on in the demo fleet
         # Writes each poll to the history file on its own thread (console.store.recorder); None: not recording.
         self.recorder = recorder
         self._recorder_state: str | None = None  # the last state the operator was told about
-        # `capcon replay`: a console.replay.controller.ReplayController; no polls, the views come from
-        # the recording and the app's clock is the replay clock (header age, trends, flags all read it).
-        self.replay = replay
-        self.replay_frame = None  # the last Frame drawn
-        self._replay_lock = asyncio.Lock()
+        # Live polls, or `capcon replay` (a console.replay.controller.ReplayController): then the views
+        # come from the recording and the app's clock is the replay clock (header age, trends, flags all read it).
         if replay is not None:
-            self.clock = self._replay_clock
+            self.driver: Driver = ReplayDriver(replay, float(interval))
+        else:
+            self.driver = LiveDriver([h for h in self.fleets if isinstance(h, FleetHandle)], interval, clock)
+        self.clock = self.driver.now
+        self.demo = Demo(demo, self.fleets[0].name, recorder, self.clock) if demo is not None else None
         if theme:
             self.theme = theme
+
+    @property
+    def interval(self) -> float:
+        return self.driver.interval
+
+    @property
+    def paused(self) -> bool:
+        return self.driver.paused
+
+    @property
+    def demo_faults_on(self) -> int:
+        return self.demo.faults.count() if self.demo is not None else 0
 
     # --- start, polls, stop --------------------------------------------------
 
     def on_mount(self) -> None:
-        from console.tui.screens.fleet_screen import FleetScreen
-        from console.tui.screens.overview_screen import OverviewScreen
-
         self.push_screen(OverviewScreen() if len(self.fleets) > 1 else FleetScreen(0))
-        if self.replay is not None:
-            self._replay_run(self.replay.open, seek_to=self.replay.at)
-            self.set_interval(REPLAY_TICK_SECONDS, self._replay_tick)
-        else:
-            for index in range(len(self.fleets)):
-                self.run_worker(self._poll_loop(index), name=f"poll-{index}", group="polls", exit_on_error=False)
+        self.driver.start(self)
         self.set_interval(1.0, self._redraw)  # the data age moves even when the figures do not
         self.set_interval(1.0, self._watch_recorder)
         try:
@@ -151,23 +135,6 @@ class ConsoleApp(App):
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.exit)
         except (NotImplementedError, RuntimeError, ValueError):
             pass
-
-    async def _poll_loop(self, index: int) -> None:
-        """One poll at a time per fleet: the next starts `interval` after the last one finished."""
-        # The same step `capcon record` takes: the view (flags carried over), handed to the recorder if any.
-        feed = PollFeed(self.fleets[index], self.recorder, self.interval)
-        while True:
-            self._wake.clear()  # before polling, so a "poll now" during this poll is not lost
-            if not self.paused:
-                try:
-                    figures = await feed.handle.watcher.poll()
-                    self.post_message(ViewUpdated(index, feed.add(figures, self.clock())))
-                except Exception as error:  # a failing source is shown, never fatal
-                    self.post_message(PollFailed(index, f"poll failed: {type(error).__name__}: {error}"))
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=self.interval)
-            except TimeoutError:
-                pass
 
     def recording_words(self) -> str | None:
         """The header's word on recording: None when not recording, else its state."""
@@ -200,15 +167,7 @@ class ConsoleApp(App):
             )
 
     async def on_unmount(self) -> None:
-        if self.replay is not None:
-            self.replay.stop()  # a warm-up on its thread gives up instead of holding the exit
-        for handle in self.fleets:
-            close = getattr(handle.watcher, "aclose", None)
-            if close is not None:
-                try:
-                    await close()
-                except Exception:  # leaving anyway: a source that fails to close must not block the exit
-                    pass
+        await self.driver.stop()
 
     def on_view_updated(self, message: ViewUpdated) -> None:
         self.views[message.index] = message.view
@@ -219,11 +178,20 @@ class ConsoleApp(App):
         self.errors[message.index] = message.error
         self._redraw()
 
+    def show_views(self, views: list[FleetView | None]) -> None:
+        """A replay's frame: every fleet's view at once."""
+        self.views = views
+        self._redraw()
+
+    def _console_screen(self) -> ConsoleScreen | None:
+        """The screen on top when it is one of the console's own (not a menu or the help)."""
+        return self.screen if isinstance(self.screen, ConsoleScreen) else None
+
     def _redraw(self) -> None:
         # Only the screen on top renders: hidden screens catch up when they come back.
-        redraw = getattr(self.screen, "redraw", None)
-        if redraw is not None:
-            redraw()
+        screen = self._console_screen()
+        if screen is not None:
+            screen.redraw()
 
     def header_info(self, index: int | None) -> HeaderInfo:
         if index is None:
@@ -232,8 +200,8 @@ class ConsoleApp(App):
                 fleet=f"{len(self.fleets)} fleets", plan=None, source=None, window_seconds=None,
                 age_seconds=max((self.clock() - v.figures.at for v in self.views if v), default=None),
                 interval_seconds=self.interval, paused=self.paused, read_only=self.read_only,
-                demo_faults=self.demo_faults.count(), error=errors[0] if errors else "",
-                recording=self.recording_words(), replay=self.replay_words(),
+                demo_faults=self.demo_faults_on, error=errors[0] if errors else "",
+                recording=self.recording_words(), replay=self.driver.words(),
             )
         view, handle = self.views[index], self.fleets[index]
         now = view.plan if view else None
@@ -243,33 +211,30 @@ class ConsoleApp(App):
             source=view.figures.source if view else None,
             window_seconds=view.figures.window_seconds if view else None,
             age_seconds=self.clock() - view.figures.at if view else None,
-            interval_seconds=self._interval_of(index),
+            interval_seconds=self.driver.interval_of(index),
             paused=self.paused,
             read_only=self.read_only,
-            demo_faults=self.demo_faults.count(),
+            demo_faults=self.demo_faults_on,
             error=self.errors[index] or (view.figures.source_error if view else ""),
             overflow=now.overflow_mode if now else (handle.plan.overflow.mode if handle.plan else None),
             plan_at=f"{DAYS[now.weekday].capitalize()} {now.hour:02d}:00" if now else None,
             recording=self.recording_words(),
-            replay=self.replay_words(),
+            replay=self.driver.words(),
         )
 
     # --- the read-only gate --------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in self.REPLAY_ACTIONS and self.replay is None:
-            return False
-        if action in self.LIVE_ACTIONS and self.replay is not None:
-            return False  # recorded data: nothing to poll, nothing to stir
+        if action in self.DRIVER_ACTIONS and action not in self.driver.actions:
+            return False  # live keys mean nothing on recorded data, replay keys nothing live
         if action in self.DEMO_ACTIONS and self.demo is None:
             return False  # no demo fleet: the keys are not shown at all
         if action in self.CHANGING_ACTIONS and self.read_only:
             return None  # shown dimmed: the operator sees it exists and is off
         if action == "overview" and len(self.fleets) < 2:
             return False
-        if action == "plan" and self._fleet_on_screen() is None:
-            return False  # no plan to show here (overview, or a fleet watched without a plan)
-        return True
+        # No plan to show here (the overview, or a fleet watched without a plan).
+        return not (action == "plan" and self._fleet_on_screen() is None)
 
     def on_key(self, event) -> None:
         # A dimmed key reaches here because check_action refused it: say why instead of doing nothing.
@@ -289,53 +254,37 @@ class ConsoleApp(App):
     # --- actions -------------------------------------------------------------
 
     def action_toggle_pause(self) -> None:
-        if self.replay is not None:
-            self.action_replay_play()  # p pauses a replay too
-            return
-        self.paused = not self.paused
-        if not self.paused:
-            self._wake.set()  # poll at once on resume
+        self.driver.toggle_pause()
         self._redraw()
 
     def action_poll_now(self) -> None:
-        self._wake.set()
+        self.driver.poll_now()
 
     def action_slower(self) -> None:
-        # At most half the shortest window: two refreshes always fall inside it, or every rate
-        # and percentile would be unknown. Never lowered here, and 60 s without a window.
-        windows = [getattr(h.watcher, "window_seconds", None) for h in self.fleets]
-        longest = min((w / 2 for w in windows if isinstance(w, (int, float)) and w > 0), default=60.0)
-        longest = max(longest, MIN_INTERVAL_SECONDS)
-        self.interval = max(self.interval, min(longest, self.interval + (1.0 if self.interval < 10 else 5.0)))
+        self.driver.slower()
         self._redraw()
 
     def action_faster(self) -> None:
-        self.interval = max(MIN_INTERVAL_SECONDS, self.interval - (5.0 if self.interval > 10 else 1.0))
-        self._wake.set()  # do not sit out the rest of the old, longer wait
+        self.driver.faster()
         self._redraw()
 
     def action_help(self) -> None:
-        from console.tui.screens.help_screen import HelpScreen
-
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
     def _fleet_on_screen(self) -> int | None:
-        index = getattr(self.screen, "index", None)
+        screen = self._console_screen()
+        index = screen.index if screen is not None else None
         if index is None or self.fleets[index].plan is None:
             return None
         return index
 
     def action_plan(self) -> None:
-        from console.tui.screens.plan_screen import PlanScreen
-
         index = self._fleet_on_screen()
         if index is not None and not isinstance(self.screen, PlanScreen):
             self.push_screen(PlanScreen(index, self.fleets[index].plan))
 
     def action_overview(self) -> None:
-        from console.tui.screens.overview_screen import OverviewScreen
-
         while len(self.screen_stack) > 2 and not isinstance(self.screen, OverviewScreen):
             self.pop_screen()
         if not isinstance(self.screen, OverviewScreen):
@@ -348,14 +297,8 @@ class ConsoleApp(App):
         self.notify(f"screenshot saved: {path}", timeout=6, markup=False)
 
     async def action_spike(self) -> None:
-        await self._demo("spike", 3.0, 60.0)
-        self._demo_event("demo_spike", None, {"factor": 3.0, "seconds": 60.0})
-        self.notify("demo: traffic x3 for 60 s", timeout=3)
-
-    def _demo_event(self, kind: str, subject: str | None, detail: dict) -> None:
-        """What the operator did to the demo fleet goes into the history too: a replayed outage then says it was injected."""
-        if self.recorder is not None:
-            self.recorder.event(self.clock(), kind, fleet=self.fleets[0].name, subject=subject, detail=detail)
+        if self.demo is not None:
+            self.notify(await self.demo.spike(), timeout=3)
 
     def _chosen_replica(self) -> tuple[int, int, str, dict[int, str]]:
         """The replica the fault menu acts on: the one chosen in the table (or shown in detail), else the first.
@@ -363,21 +306,19 @@ class ConsoleApp(App):
         Returns its index in the source's order (the demo fleet's replica number), the fleet's replica count,
         its name, and every replica's name by index.
         """
-        fleet = getattr(self.screen, "index", None) or 0
-        view = self.views[fleet]
+        screen = self._console_screen()
+        view = self.views[(screen.index if screen is not None else None) or 0]
         names = {i: row.key for i, row in enumerate(view.rows)} if view is not None else {}
-        key = getattr(self.screen, "key", None)  # the replica detail screen
-        table = getattr(self.screen, "table", None)
-        if key is None and table is not None:
-            key = table.selected
+        key = screen.chosen_replica() if screen is not None else None
         index = next((i for i, name in names.items() if name == key), 0)
         return index, len(names), names.get(index, f"replica {index}"), names
 
     def action_fault(self) -> None:
-        from console.tui.screens.fault_screen import FaultMenu, FaultScreen
-
+        if self.demo is None:
+            return
+        faults = self.demo.faults
         index, replicas, name, names = self._chosen_replica()
-        menu = FaultMenu(index, name, replicas, self.demo_faults.kinds(index), self.demo_faults.summary(names))
+        menu = FaultMenu(index, name, replicas, faults.kinds(index), faults.summary(names))
 
         async def chosen(key: str | None) -> None:
             if key is not None:
@@ -386,124 +327,40 @@ class ConsoleApp(App):
         self.push_screen(FaultScreen(menu), chosen)
 
     async def _apply_fault_choice(self, key: str, index: int, name: str, names: dict[int, str]) -> None:
-        if not self.check_action("fault", ()):
+        if self.demo is None or not self.check_action("fault", ()):
             return
-        faults = self.demo_faults
         try:
-            if key == CLEAR_ALL_KEY:
-                await self._demo("clear_all_faults")
-                faults.cleared_all()
-                said = "every fault cleared"
-            elif key == CLEAR_REPLICA_KEY:
-                # Every lasting kind, not only those this console turned on: clearing one that is off does nothing.
-                for kind in LASTING_KINDS:
-                    await self._demo("clear_fault", index, kind)
-                faults.cleared_replica(index)
-                said = f"{name}: its faults cleared"
-            else:
-                choice = choice_for(key)
-                if choice.lasting and faults.is_on(index, choice.kind):
-                    await self._demo("clear_fault", index, choice.kind)
-                    faults.cleared(index, choice.kind)
-                    said = f"{name}: {choice.short} cleared"
-                else:
-                    await self._demo("fault", index, choice.kind)
-                    faults.applied(index, choice.kind)
-                    said = f"{name}: {choice.label}"
-        except Exception as error:  # the demo fleet refused: say so, keep the console up
+            said = await self.demo.apply(key, index, name)
+        except Exception as error:  # noqa: BLE001 - the demo fleet refused: say so, keep the console up
             self.notify(f"demo fault failed: {type(error).__name__}: {error}", severity="error", timeout=6, markup=False)
             return
-        self._demo_event("demo_fault", name, {"key": key, "said": said})
-        self.notify(f"demo: {printable(said)}\nfaults on: {printable(faults.summary(names))}", timeout=5, markup=False)
+        summary = self.demo.faults.summary(names)
+        self.notify(f"demo: {printable(said)}\nfaults on: {printable(summary)}", timeout=5, markup=False)
         self._redraw()
-
-    async def _demo(self, name: str, *arguments) -> None:
-        result = getattr(self.demo, name)(*arguments)
-        if inspect.isawaitable(result):
-            await result
-
 
     # --- replay -------------------------------------------------------------------
 
-    def _replay_clock(self) -> float:
-        """The moment on screen: the clock of the last frame drawn, so ages match the views shown."""
-        frame = self.replay_frame
-        return frame.at if frame is not None else self.replay.at
-
-    def replay_words(self) -> str | None:
-        if self.replay is None:
-            return None
-        from console.replay.controller import frame_words
-
-        return frame_words(self.replay_frame) if self.replay_frame is not None else self.replay.words()
-
-    def _interval_of(self, index: int) -> float:
-        """Live: the refresh interval; replay: the interval the shown poll was recorded at."""
-        frame = self.replay_frame
-        if frame is not None and frame.polls[index] is not None:
-            return frame.polls[index].interval_seconds
-        return self.interval
-
-    def _replay_run(self, move, seek_to: float | None = None) -> None:
-        """Run a move of the replay clock on a worker thread, one at a time, and draw its frame."""
-        self.run_worker(self._replay_move(move, seek_to), group="replay", exit_on_error=False)
-
-    async def _replay_move(self, move, seek_to: float | None) -> None:
-        async with self._replay_lock:
-            heavy = seek_to is not None and self.replay.cost(seek_to) >= SEEK_NOTICE_POLLS
-            if heavy:
-                self.notify("seeking… (flags and trends are recomputed from 15 minutes before)", timeout=30, markup=False)
-            # The pure core is thread safe and the history file is read under its own lock.
-            try:
-                frame = await asyncio.to_thread(move)
-            except Exception as error:  # a damaged file, say: shown, the console stays on the last frame
-                self.clear_notifications()
-                self.notify(f"replay failed: {type(error).__name__}: {error}", severity="error", timeout=8, markup=False)
-                return
-            if heavy:
-                self.clear_notifications()
-            if frame is not None:
-                self._replay_show(frame)
-
-    def _replay_show(self, frame) -> None:
-        self.replay_frame = frame
-        self.views = list(frame.views)
-        if frame.note:
-            self.clear_notifications()
-            self.notify(printable(frame.note), timeout=4, markup=False)
-        self._redraw()
-
-    def _replay_tick(self) -> None:
-        if self.replay.playing and not self._replay_lock.locked():
-            self._replay_run(self.replay.tick)
-
     def action_replay_play(self) -> None:
-        self._replay_run(self.replay.toggle)
+        self.driver.play()
 
     def action_replay_step(self, direction: int) -> None:
-        self._replay_run(lambda: self.replay.step(direction))
+        self.driver.step(direction)
 
     def action_replay_speed(self, factor: float) -> None:
-        self._replay_run(lambda: self.replay.set_speed(factor))
+        self.driver.speed(factor)
 
     def action_replay_jump(self, seconds: float) -> None:
-        target = self._replay_clock() + seconds
-        self._replay_run(lambda: self.replay.jump(seconds), seek_to=target)
+        self.driver.jump(seconds)
 
     def action_replay_edge(self, edge: str) -> None:
-        if edge == "start":
-            self._replay_run(self.replay.to_start, seek_to=self.replay.start)
-        else:
-            self._replay_run(self.replay.to_end, seek_to=self.replay.end)
+        self.driver.edge(edge)
 
     def action_replay_go(self) -> None:
-        from console.tui.screens.goto_screen import GoToScreen
-
         def chosen(at: float | None) -> None:
             if at is not None:
-                self._replay_run(lambda: self.replay.seek(at), seek_to=at)
+                self.driver.go(at)
 
-        self.push_screen(GoToScreen(self._replay_clock()), chosen)
+        self.push_screen(GoToScreen(self.clock()), chosen)
 
 
 def open_console(fleets: list[FleetHandle], args: Any, demo: DemoControls | None = None, recorder: Any = None) -> int:

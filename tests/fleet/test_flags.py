@@ -158,7 +158,7 @@ PENDING_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("case", "steps", "flag_id", "needed"), PENDING_CASES, ids=[c[0] for c in PENDING_CASES])
+@pytest.mark.parametrize("case, steps, flag_id, needed", PENDING_CASES, ids=[c[0] for c in PENDING_CASES])
 def test_conditions_inside_their_minimum_duration_are_pending(case, steps, flag_id, needed):
     state = FlagState()
     for now, inputs in steps:
@@ -180,7 +180,7 @@ DOWN_ADVICE = [
 ]
 
 
-@pytest.mark.parametrize(("state", "why", "todo", "not_todo"), DOWN_ADVICE, ids=[c[0] for c in DOWN_ADVICE])
+@pytest.mark.parametrize("state, why, todo, not_todo", DOWN_ADVICE, ids=[c[0] for c in DOWN_ADVICE])
 def test_down_advice_depends_on_how_the_replica_failed(state, why, todo, not_todo):
     inputs = one_replica(state=state)
     flags = evaluate(evaluate(FlagState(), inputs, 0.0, T), inputs, 10.0, T).active

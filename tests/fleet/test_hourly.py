@@ -261,7 +261,7 @@ def test_a_span_shorter_than_five_minutes_gets_the_rate_over_what_was_recorded_m
 
 
 def test_a_day_prefers_an_hour_with_a_full_five_minutes_over_a_short_busier_one():
-    short, full = FakeReplica(), FakeReplica()
+    short = FakeReplica()
     quick = [MinutePoint(short.sample(T0 + 60))]
     short.serve(600)  # a burst over two recorded minutes: 5 rps
     quick.append(MinutePoint(short.sample(T0 + 120)))
@@ -273,9 +273,9 @@ def test_a_day_prefers_an_hour_with_a_full_five_minutes_over_a_short_busier_one(
 
 
 def test_a_plan_hour_found_later_sets_the_load_and_a_plan_clock_reads_the_plans_week():
-    from console.fleet.hourly import plan_hour_at_clock, with_plan  # noqa: PLC0415
-    from console.fleet.plan_now import week_time  # noqa: PLC0415
-    from console.plan.schedule import capacity_at  # noqa: PLC0415
+    from console.fleet.hourly import plan_hour_at_clock, with_plan
+    from console.fleet.plan_now import week_time
+    from console.plan.schedule import capacity_at
 
     plan = load_plan("plans/chat-8b-l40s.yaml")
     clocked = plan_hour_at_clock(plan, week_time(4 * 86400 + 11 * 3600 + 1800))  # Friday 11:30 on the plan's clock

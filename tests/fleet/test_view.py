@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
+from console.fleet.columns import CONSOLE_COLUMNS as COLUMNS
 from console.fleet.flags import Thresholds
 from console.fleet.trends import TrendPoint, Trends
 from console.fleet.view import (
-    COLUMNS,
     FilterError,
     Row,
     advance,

@@ -128,8 +128,8 @@ def test_deferrable_arrivals_are_part_of_the_planned_total_and_left_out_of_the_s
 
 
 def test_an_hour_is_placed_on_the_plan_clock_the_polls_recorded():
-    from console.fleet.hourly import plan_hour_at_clock  # noqa: PLC0415
-    from console.fleet.plan_now import week_time  # noqa: PLC0415
+    from console.fleet.hourly import plan_hour_at_clock
+    from console.fleet.plan_now import week_time
 
     plan = load_plan(PLAN)
     at = hour(0, 3, 12.0)  # recorded at 03:00 on the wall clock...

@@ -76,7 +76,7 @@ async def send(session: aiohttp.ClientSession, url: str, body: dict, headers: di
             else:
                 raw = await response.read()
             return Answer(rid, response.status, response.headers.copy(), raw, chunks, done)
-    except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+    except (TimeoutError, aiohttp.ClientError) as error:
         return Answer(rid, -1, {}, str(error).encode())
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from console.plan.model import Capacity, DataRules, Gpu, Model, Overflow, Plan, Replica, TokenStats, Targets, Workload
+from console.plan.model import Capacity, DataRules, Gpu, Model, Overflow, Plan, Replica, Targets, TokenStats, Workload
 
 GB = 1e9
 

@@ -69,11 +69,11 @@ def test_uvloop_asked_for_but_missing_is_refused(capsys, monkeypatch):
 
 
 def test_a_plan_sets_the_policy_and_the_cap(monkeypatch):
+    import argparse
+
+    from console.commands import gateway as verb
     from console.commands.gateway import build_config
     from console.gateway.__main__ import main as _  # noqa: F401 - the parser below is the verb's own
-
-    import argparse
-    from console.commands import gateway as verb
 
     parser = argparse.ArgumentParser()
     verb.add_parser(parser.add_subparsers())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -28,7 +28,7 @@ def test_early_completions_are_not_a_huge_rate():
 
 
 def at(text: str) -> float:
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
 
 
 @pytest.mark.parametrize("window, now, seconds", [
@@ -81,7 +81,7 @@ def test_replica_addresses_keep_scheme_host_and_port():
 
 
 def test_a_replica_is_named_without_the_secrets_of_its_address():
-    from console.gateway.server import Replica, _problem  # noqa: PLC0415
+    from console.gateway.server import Replica, _problem
 
     replica = Replica("http://ops:hunter2-secret@10.0.0.11:8000?api_key=k-123")
     assert "hunter2" not in replica.name and "k-123" not in replica.name and replica.url.endswith("k-123")
@@ -90,9 +90,9 @@ def test_a_replica_is_named_without_the_secrets_of_its_address():
 
 
 def test_addresses_alike_but_for_a_secret_are_two_replicas():
-    from console.gateway.config import GatewayConfig  # noqa: PLC0415
-    from console.gateway.server import Gateway  # noqa: PLC0415
-    from console.overflow.policy import Policy  # noqa: PLC0415
+    from console.gateway.config import GatewayConfig
+    from console.gateway.server import Gateway
+    from console.overflow.policy import Policy
 
     urls = ("http://a:one@10.0.0.1:8000", "http://a:two@10.0.0.1:8000")
     server = Gateway(GatewayConfig(targets=urls, plan_policy=Policy(mode="pass")))

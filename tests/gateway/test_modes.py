@@ -15,8 +15,19 @@ import pytest
 from console.gateway.config import policy_from_plan
 
 from .conftest import (
-    HOSTED_KEY, HOSTED_MODEL, completion, gateway, hosted_endpoint, metric, metric_values, replica_requests, send,
-    sim_fleet, state, switch, until,
+    HOSTED_KEY,
+    HOSTED_MODEL,
+    completion,
+    gateway,
+    hosted_endpoint,
+    metric,
+    metric_values,
+    replica_requests,
+    send,
+    sim_fleet,
+    state,
+    switch,
+    until,
 )
 from .plans import gateway_plan
 from .test_queue import check_refusal

@@ -8,7 +8,17 @@ import aiohttp
 import pytest
 
 from .conftest import (
-    MODEL, completion, gateway, metric, metric_values, replica_requests, running, send, sim_fleet, state, until,
+    MODEL,
+    completion,
+    gateway,
+    metric,
+    metric_values,
+    replica_requests,
+    running,
+    send,
+    sim_fleet,
+    state,
+    until,
 )
 
 pytestmark = pytest.mark.timeout(60)

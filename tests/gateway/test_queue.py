@@ -9,7 +9,16 @@ import random
 import pytest
 
 from .conftest import (
-    completion, gateway, metric, metric_values, replica_requests, send, sim_fleet, state, switch, until,
+    completion,
+    gateway,
+    metric,
+    metric_values,
+    replica_requests,
+    send,
+    sim_fleet,
+    state,
+    switch,
+    until,
 )
 
 pytestmark = pytest.mark.timeout(90)
@@ -105,7 +114,7 @@ async def test_queued_requests_are_served_first_come_first_served(session):
         tasks = []
         for i in range(5):
             tasks.append(asyncio.create_task(one(i)))
-            assert await until(lambda: len(server.queue) == i + 1)
+            assert await until(lambda i=i: len(server.queue) == i + 1)
         assert all(a.status == 200 for a in await asyncio.gather(*tasks))
         assert order == [0, 1, 2, 3, 4]
         await holder

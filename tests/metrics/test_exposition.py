@@ -68,7 +68,7 @@ def test_process_start_time_is_kept_and_other_families_are_skipped():
 
 def test_escaped_label_values():
     text = 'vllm:x{a="quote \\" here",b="back\\\\slash",c="new\\nline",d="brace } comma ,"} 1\n'
-    [(name, labels, value)] = parse(text).samples
+    [(_name, labels, _value)] = parse(text).samples
     assert dict(labels) == {"a": 'quote " here', "b": "back\\slash", "c": "new\nline", "d": "brace } comma ,"}
 
 
@@ -142,7 +142,7 @@ def test_other_families_are_not_validated():
 def test_never_raises_on_arbitrary_text(text):
     page = parse(text)
     assert page.errors >= 0
-    for name, labels, value in page.samples:
+    for name, _labels, value in page.samples:
         assert name.startswith("vllm:") or name == PROCESS_START
         assert isinstance(value, float)
 

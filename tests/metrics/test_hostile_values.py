@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from console.live.watcher import Watcher
 from console.metrics.exposition import ParseError, parse
 from console.metrics.figures import Figures, FleetFigures, vetted_figures
 from console.metrics.vllm import (
@@ -30,8 +31,7 @@ from console.metrics.vllm import (
     vet_sample,
 )
 from console.metrics.window import fleet_figures, replica_figures, replica_window
-from console.sources.base import TargetResult
-from console.watcher import Watcher
+from console.targets import TargetResult
 
 from .pages import V032_SMALL_KV, advance, data_parallel, relabel, sample_text
 
@@ -44,7 +44,7 @@ LATER = advance(
 SHARES = {"kv_usage", "prefix_hit_share"}
 MAY_BE_NEGATIVE = {"data_age_seconds"}
 _SAMPLE_LINE = re.compile(r"^(vllm:[^ {]+)(\{[^}]*\})? (\S+)$", re.M)
-READ_LINES = [m for m in _SAMPLE_LINE.finditer(LATER) if m[1] in {n for n in FAMILIES} or m[1].endswith(("_bucket", "_sum", "_count"))]
+READ_LINES = [m for m in _SAMPLE_LINE.finditer(LATER) if m[1] in FAMILIES or m[1].endswith(("_bucket", "_sum", "_count"))]
 
 HOSTILE = st.one_of(
     st.sampled_from(["NaN", "+Inf", "-Inf", "-7", "-0.5", "57", "1.0000001", "1.5", "1e308", "-1e308", "1e-320", "-0.0"]),
@@ -203,7 +203,7 @@ _NUMBER_FIELDS = [f.name for f in fields(Figures) if f.name not in ("name", "url
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.fixed_dictionaries({name: _ANY for name in _NUMBER_FIELDS}), st.dictionaries(st.sampled_from(["0", "1"]), _NUM, max_size=2))
+@given(st.fixed_dictionaries(dict.fromkeys(_NUMBER_FIELDS, _ANY)), st.dictionaries(st.sampled_from(["0", "1"]), _NUM, max_size=2))
 def test_vetted_figures_are_always_possible_and_keep_what_was_possible(values, kv_by_engine):
     figures = Figures(name="r", url="u", state="up", kv_usage_by_engine=kv_by_engine, **values)
     vetted = vetted_figures(figures)
@@ -300,7 +300,7 @@ async def test_a_figure_source_relaying_impossible_values_is_held_to_the_same_ru
             fleet = Figures("fleet", "", "up", waiting=math.inf, running=2.0)
             return FleetFigures(60.0, "prometheus", (replica,), fleet, now)
 
-    figures = await Watcher(Relaying(), window_seconds=60.0).poll()
+    figures = (await Watcher(Relaying(), window_seconds=60.0).poll()).figures
     [replica] = figures.replicas
     assert replica.waiting is None and replica.kv_usage is None and replica.requests_per_second is None
     assert replica.running == 2.0 and "kv_usage 57 is over 1" in replica.error

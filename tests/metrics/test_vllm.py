@@ -7,7 +7,18 @@ import pytest
 from console.metrics.exposition import ParseError, parse
 from console.metrics.vllm import CANONICAL, FAMILIES, HISTOGRAMS, IncompletePage, restarted, sample_from_page
 
-from .pages import V010, V032_IDLE, V032_SMALL_KV, V08_CACHE_CONFIG, V08_MODEL_NAME_ONLY, advance, data_parallel, relabel, sample_text, whole_window
+from .pages import (
+    V010,
+    V032_IDLE,
+    V032_SMALL_KV,
+    V08_CACHE_CONFIG,
+    V08_MODEL_NAME_ONLY,
+    advance,
+    data_parallel,
+    relabel,
+    sample_text,
+    whole_window,
+)
 
 
 def sample_of(text: str, at: float = 100.0):
@@ -248,7 +259,7 @@ def test_kv_capacity_of_a_single_engine_page_is_keyed_by_its_engine():
 
 def test_cache_config_repeated_for_one_engine_counts_once():
     # Multiprocess mode may write one series per process (a `pid` label) for the same engine.
-    line = next(l for l in sample_text(V032_SMALL_KV).splitlines() if l.startswith(CONFIG + "{"))
+    line = next(row for row in sample_text(V032_SMALL_KV).splitlines() if row.startswith(CONFIG + "{"))
     text = "\n".join([line.replace("{", '{pid="11",', 1), line.replace("{", '{pid="12",', 1), 'vllm:num_requests_running{engine="0"} 0', ""])
     sample = sample_of(text)
     assert dict(sample.kv_capacity_tokens_by_engine) == {"0": 2048.0}

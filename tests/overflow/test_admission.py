@@ -7,7 +7,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from console.overflow.admission import (
-    Forward, Hosted, Load, ReplicaLoad, Refuse, Wait, admit, cap_of, least_loaded, retry_after, shutting_down, timed_out,
+    Forward,
+    Hosted,
+    Load,
+    Refuse,
+    ReplicaLoad,
+    Wait,
+    admit,
+    cap_of,
+    least_loaded,
+    retry_after,
+    shutting_down,
+    timed_out,
 )
 from console.overflow.policy import MODES, Policy
 

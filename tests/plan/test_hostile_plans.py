@@ -349,7 +349,7 @@ def test_any_value_anywhere_gives_sane_figures_or_one_line(folder, changes):
         text = text.replace(marker, value)
     path = folder / "mutated.yaml"
     path.write_text(text, encoding="utf-8", errors="surrogatepass")
-    code, out, err, seconds = _run("plan", str(path), "--json")
+    code, _out, _err, seconds = _run("plan", str(path), "--json")
     assert seconds < SECOND, seconds
     event("loads" if code == 0 else "refused")
     if code == 0:
@@ -378,7 +378,7 @@ def test_any_yaml_document_is_refused_in_one_line_or_loads_sane(folder, document
         return
     path = folder / "document.yaml"
     path.write_text(text, encoding="utf-8", errors="surrogatepass")
-    code, out, err, seconds = _run("plan", str(path), "--json")
+    code, _out, _err, seconds = _run("plan", str(path), "--json")
     assert seconds < SECOND, seconds
     event("loads" if code == 0 else "refused")
     if code == 0:
@@ -400,7 +400,7 @@ def test_a_whole_subtree_anywhere_in_a_plan(folder, document, where):
         return
     path = folder / "subtree.yaml"
     path.write_text(text, encoding="utf-8", errors="surrogatepass")
-    code, out, err, seconds = _run("plan", str(path), "--json")
+    code, _out, _err, seconds = _run("plan", str(path), "--json")
     assert seconds < SECOND, seconds
     event("loads" if code == 0 else "refused")
     if code == 0:

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from console.fleet.plan_now import A_MONDAY, plan_now
+from console.live.handle import FleetHandle, utc_offset_seconds
 from console.plan.schema import PlanError, load_plan, parse_plan
-from console.tui.app import FleetHandle, utc_offset_seconds
 
 PLANS = Path(__file__).resolve().parents[2] / "plans"
 

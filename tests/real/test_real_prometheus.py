@@ -24,10 +24,10 @@ import time
 import httpx
 import pytest
 
-from console.sources.base import targets_from
+from console.live.watcher import Watcher
 from console.sources.prometheus import PrometheusSource
 from console.sources.scrape import ScrapeSource
-from console.watcher import Watcher
+from console.targets import targets_from
 
 from .load import MAX_TOKENS, REQUESTS, drive, settled
 from .prometheus_harness import ESCAPED_JOB, JOB, LEGACY_JOB, SCRAPE_INTERVAL_SECONDS
@@ -59,9 +59,13 @@ async def scraped_after(source: PrometheusSource, moment: float, tries: int = 15
     for _ in range(tries):
         figures = await source.collect(time.time())
         replica = figures.replicas[0] if figures.replicas else None
-        if replica is not None and replica.state == "up" and replica.data_age_seconds is not None:
-            if figures.at - replica.data_age_seconds > moment:
-                return figures
+        if (
+            replica is not None
+            and replica.state == "up"
+            and replica.data_age_seconds is not None
+            and figures.at - replica.data_age_seconds > moment
+        ):
+            return figures
         await asyncio.sleep(0.2)
     raise AssertionError(f"Prometheus did not scrape the target after {moment:.3f}: {figures}")
 
@@ -85,7 +89,7 @@ async def test_prometheus_source_agrees_with_direct_scrape(vllm_server, promethe
     await all_scraped_after(live, time.time())
 
     watcher = Watcher(ScrapeSource(targets_from([url]), timeout=5.0), window_seconds=3600.0, interval_seconds=1.0)
-    first = await watcher.poll()
+    first = (await watcher.poll()).figures
     await all_scraped_after(live, first.at)  # an idle sample inside Prometheus' window, before the load
 
     seen: dict[str, list] = {job: [] for job in live}
@@ -108,7 +112,7 @@ async def test_prometheus_source_agrees_with_direct_scrape(vllm_server, promethe
         await polls
     await settled(url)
     await all_scraped_after(live, time.time())
-    final = await watcher.poll()
+    final = (await watcher.poll()).figures
     window = final.at - first.at
     through = {}
     for job, selector in SELECTORS.items():

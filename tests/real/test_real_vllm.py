@@ -19,11 +19,11 @@ import sys
 import pytest
 
 from console.commands.watch_output import once_json
-from console.sources.base import targets_from
+from console.live.watcher import Poll, RecordedSource, Watcher
 from console.sources.scrape import ScrapeSource
 from console.store.database import Store
 from console.store.records import PollRecord
-from console.watcher import Watcher
+from console.targets import targets_from
 
 from . import raw_metrics
 from .load import CONCURRENCY, MAX_TOKENS, REQUESTS, Peaks, drive, settled, watch_peaks
@@ -33,9 +33,6 @@ pytestmark = [pytest.mark.real_vllm, pytest.mark.timeout(1800)]
 
 TTFT = "vllm:time_to_first_token_seconds"
 
-
-class RecordedSource:
-    name = "scrape"  # what the recorded polls came from
 
 
 def relative(a: float, b: float) -> float:
@@ -50,10 +47,11 @@ async def poll_until_finished(watcher: Watcher, first, requests: int, tries: int
     again at once keeps the console's window as close as possible to the load.
     """
     for _ in range(tries):
-        figures = await watcher.poll()
+        poll = await watcher.poll()
+        figures = poll.figures
         replica = figures.replicas[0]
         if replica.requests_per_second is not None and round(replica.requests_per_second * (figures.at - first.at)) >= requests:
-            return figures
+            return poll
         await asyncio.sleep(0.02)
     raise AssertionError(f"the console never counted {requests} finished requests: {replica}")
 
@@ -65,13 +63,14 @@ async def test_console_counts_rates_and_ttft_match_client_and_vllm_buckets(vllm_
     # The measuring polls also go into a real history file, as `capcon watch` records them.
     store = Store.open(tmp_path / "history.sqlite")
 
-    def record() -> int:
-        at = watcher.last_watched_at
-        return store.write_poll(PollRecord("vllm", at, at, "scrape", watcher.window_seconds, 1.0, watcher.last_results))
+    def record(poll: Poll) -> int:
+        at = poll.watched_at
+        return store.write_poll(PollRecord("vllm", at, at, "scrape", poll.window_seconds, 1.0, poll.results))
 
-    first = await watcher.poll()
+    first_poll = await watcher.poll()
+    first = first_poll.figures
     assert first.replicas[0].state == "up", first.replicas[0].error
-    first_id = record()
+    first_id = record(first_poll)
 
     raw_peaks = Peaks()
     during: list = []
@@ -83,7 +82,7 @@ async def test_console_counts_rates_and_ttft_match_client_and_vllm_buckets(vllm_
     async def console_polls() -> None:
         # Stopped between polls, never cancelled inside one.
         while not stop.is_set():
-            during.append(await observer.poll())
+            during.append((await observer.poll()).figures)
             try:
                 await asyncio.wait_for(stop.wait(), 0.25)
             except TimeoutError:
@@ -96,8 +95,9 @@ async def test_console_counts_rates_and_ttft_match_client_and_vllm_buckets(vllm_
     finally:
         stop.set()
         peaks.cancel()
-    final = await poll_until_finished(watcher, first, REQUESTS)
-    final_id = record()
+    final_poll = await poll_until_finished(watcher, first, REQUESTS)
+    final = final_poll.figures
+    final_id = record(final_poll)
     await asyncio.gather(peaks, polls, return_exceptions=True)
     after = await settled(url)
     await watcher.aclose()
@@ -140,7 +140,7 @@ async def test_console_counts_rates_and_ttft_match_client_and_vllm_buckets(vllm_
 
     # The history: the stored buckets of the two polls give the very figures the console showed.
     reader = Store.open(tmp_path / "history.sqlite", read_only=True)
-    replayer = Watcher(RecordedSource(), window_seconds=3600.0, interval_seconds=1.0)
+    replayer = Watcher(RecordedSource("scrape"), window_seconds=3600.0, interval_seconds=1.0)
     for poll_id in (first_id, final_id):
         stored = reader.poll(poll_id)
         replayed = replayer.replay(stored.results, stored.watched_at)
@@ -193,9 +193,9 @@ async def test_light_load_ttft_on_the_client_clock_and_on_vllm_clock(vllm_server
     url = vllm_server.metrics_url
     before = await settled(url)
     watcher = Watcher(ScrapeSource(targets_from([url]), timeout=5.0), window_seconds=3600.0, interval_seconds=1.0)
-    first = await watcher.poll()
+    first = (await watcher.poll()).figures
     load = await drive(vllm_server.base_url, requests=12, concurrency=2, max_tokens=32, first=3 * REQUESTS)
-    final = await poll_until_finished(watcher, first, 12)
+    final = (await poll_until_finished(watcher, first, 12)).figures
     after = await settled(url)
     await watcher.aclose()
 

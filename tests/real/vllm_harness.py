@@ -62,7 +62,7 @@ def ensure_venv(log: Path) -> Path:
     python = root / "bin" / "python"
     try:
         root.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(root.parent / f".{root.name}.lock", "w")
+        lock = open(root.parent / f".{root.name}.lock", "w")  # noqa: SIM115 - opened in the try for its error; the with below closes it
     except OSError as error:
         raise Unavailable(f"cannot prepare the vLLM environment in {root} (set CAPCON_VLLM_VENV to move it): {error}") from None
     with lock:

@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from console.fleet.view import FleetView, advance
+from console.live.feed import poll_record
+from console.live.handle import FleetHandle
+from console.live.watcher import Watcher
 from console.metrics.vllm import Histogram, ReplicaSample
 from console.plan.schema import load_plan
-from console.sources.base import TargetResult
 from console.store.database import Store
-from console.store.records import poll_record
-from console.fleet_handle import FleetHandle
-from console.watcher import Watcher
+from console.targets import TargetResult
+from tests.live.polls import replayed_poll
 
 REPO = Path(__file__).resolve().parents[2]
 PLAN = REPO / "plans" / "internal-assistant-18rps.yaml"
@@ -87,7 +88,7 @@ class SyntheticReplica:
             return TargetResult(name, url, "down", None, "connection refused", at)
         rng, before = self.rng, self.sample
         new = rng.randint(2, 5)
-        counters = dict(before.counters) if before else {k: 0.0 for k in ("requests", "prompt_tokens", "generation_tokens", "preemptions", "prefix_cache_queries", "prefix_cache_hits")}
+        counters = dict(before.counters) if before else dict.fromkeys(("requests", "prompt_tokens", "generation_tokens", "preemptions", "prefix_cache_queries", "prefix_cache_hits"), 0.0)
         counters["requests"] += new
         counters["prompt_tokens"] += new * rng.randint(1500, 2500)
         counters["generation_tokens"] += new * rng.randint(300, 500)
@@ -144,7 +145,7 @@ def record_synthetic(
     incident = incident if incident is not None else Incident()
     plan = load_plan(plan_path) if plan_path is not None else None
     store = Store.open(path)
-    watcher = Watcher(ScrapeName(), window, plan=plan, interval_seconds=interval)
+    watcher = Watcher(ScrapeName(), window, interval_seconds=interval)
     handle = FleetHandle(fleet, plan, watcher)
     fleet_replicas = carry_on.replicas if carry_on is not None else [SyntheticReplica(i, seed) for i in range(replicas)]
     recorded = Recorded(Path(path), fleet, replicas=fleet_replicas)
@@ -162,10 +163,10 @@ def record_synthetic(
                 )
                 for r in fleet_replicas
             ]
-            figures = watcher.replay(results, at - 0.02)  # the watcher's own `now`, a moment before the view's
+            poll = replayed_poll(watcher, results, at - 0.02)  # the watcher's own `now`, a moment before the view's
             plan_clock = handle.plan_time(at)  # what the console records: the plan's own clock
-            view = advance(previous, fleet, figures, handle.plan_at(at), at)
-            store.write_poll(poll_record(fleet, watcher, previous, view, plan, interval, plan_clock))
+            view = advance(previous, fleet, poll.figures, handle.plan_at(at), at)
+            store.write_poll(poll_record(fleet, poll, previous, view, plan, plan_clock))
             previous = view
             recorded.times.append(at)
             if keep_views:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from console.fleet.view import advance
+from console.live.feed import poll_record
 from console.replay.fleet_replay import KEYFRAME_EVERY, WARMUP_SECONDS, FleetReplay
 from console.replay.loader import open_replay
 from console.store.database import Store
-from console.store.records import poll_record
 from tests.fleet.builders import fleet, replica
+from tests.live.polls import figure_poll
 
 
 @pytest.fixture
@@ -91,13 +92,6 @@ def test_after_a_seek_a_flag_older_than_the_warm_up_shows_a_later_since(opened):
         assert again.since >= recorded.times[index] - WARMUP_SECONDS > flag.since
 
 
-class FigureWatcher:
-    """A figure source (Prometheus) as the recorder sees it: figures, no raw results."""
-
-    window_seconds = 300.0
-    last_results = None
-    last_watched_at = None
-
 
 def test_figure_source_polls_replay_their_stored_figures(tmp_path):
     path = tmp_path / "history.sqlite"
@@ -107,7 +101,7 @@ def test_figure_source_polls_replay_their_stored_figures(tmp_path):
         at = 10_000.0 + 15.0 * step
         figures = fleet(replica("r1", waiting=waiting), replica("r2", state="stale", data_age_seconds=40.0), at=at - 3.0, waiting=waiting)
         view = advance(previous, "prom", figures, None, at)
-        store.write_poll(poll_record("prom", FigureWatcher(), previous, view, None, 15.0))
+        store.write_poll(poll_record("prom", figure_poll(view, 15.0), previous, view, None))
         previous = view
         live.append(view)
     store.close()

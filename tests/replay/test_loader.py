@@ -7,7 +7,8 @@ import sqlite3
 import pytest
 
 from console.errors import UserError
-from console.replay.loader import first_view, open_replay
+from console.replay.controller import first_view
+from console.replay.loader import open_replay
 from tests.replay.recording import T0, record_synthetic
 
 
@@ -59,7 +60,7 @@ def test_a_fleet_without_polls_in_the_range_is_left_out_unless_named(two_fleets)
 
 
 @pytest.mark.parametrize(
-    ("fleets", "start", "end", "expected"),
+    "fleets, start, end, expected",
     [
         (["nope"], None, None, r"--fleet 'nope': not recorded in .*history.sqlite; expected one of assistant, batch"),
         (None, T0 + 5000.0, None, r"no polls between .*; recorded: assistant .* to .*; batch"),

@@ -34,7 +34,7 @@ def test_the_default_history_is_the_one_watch_writes(tmp_path, monkeypatch, caps
 
 
 @pytest.mark.parametrize(
-    ("extra", "expected"),
+    "extra, expected",
     [
         (["--fleet", "nope"], "capcon replay: --fleet 'nope': not recorded in "),
         (["--from", "yesterday-ish"], "capcon replay: --from 'yesterday-ish': 'yesterday-ish' is not a time capcon reads; expected"),
@@ -59,11 +59,11 @@ def test_the_arguments_reach_the_console(history):
     args = build_parser().parse_args(["replay", "--db", str(history), "--from", str(T0 + 60), "--speed", "8", "--paused"])
     app = open_app(args)
     try:
-        assert app.replay.at == T0 + 60 and app.replay.speed == 8 and not app.replay.playing
+        assert app.driver.controller.at == T0 + 60 and app.driver.controller.speed == 8 and not app.driver.controller.playing
         assert [h.name for h in app.fleets] == ["assistant"] and app.fleets[0].plan.name == "internal-assistant-18rps"
         assert app.interval == 5.0  # the recorded interval, shown in the header
     finally:
-        app.replay.replay.close()
+        app.driver.controller.replay.close()
 
 
 def test_help_lists_the_keys(capsys):

@@ -18,16 +18,16 @@ import pytest
 
 from console.fleet.plan_now import week_time
 from console.fleet.view import advance
+from console.live.feed import poll_record
+from console.live.handle import FleetHandle
+from console.live.watcher import Watcher
 from console.plan.schema import load_plan
 from console.replay.fleet_replay import FleetReplay
 from console.replay.loader import open_replay
 from console.sim.fleet import SimFleet
-from console.sources.base import Target
 from console.sources.scrape import ScrapeSource
 from console.store.database import Store
-from console.store.records import poll_record
-from console.fleet_handle import FleetHandle
-from console.watcher import Watcher
+from console.targets import Target
 from tests.replay.recording import PLAN
 
 pytestmark = pytest.mark.timeout(120)
@@ -42,7 +42,7 @@ async def record_incident(path):
     live = []  # (at, active flag ids, pending ids) per poll, as the console showed them
     async with SimFleet(plan, replicas=3, speed=60.0, seed=3, start_week_seconds=10 * 3600.0) as sim:
         source = ScrapeSource([Target(f"replica-{i}", url) for i, url in enumerate(sim.metrics_urls)], timeout=2.0)
-        watcher = Watcher(source, 5.0, plan=plan, interval_seconds=INTERVAL)
+        watcher = Watcher(source, 5.0, interval_seconds=INTERVAL)
         handle = FleetHandle(plan.name, plan, watcher, plan_clock=lambda now: week_time(sim.traffic.week_seconds()))
         previous = None
 
@@ -50,10 +50,10 @@ async def record_incident(path):
             nonlocal previous
             until = time.monotonic() + seconds
             while time.monotonic() < until:
-                figures = await watcher.poll()
+                poll = await watcher.poll()
                 now = time.time()
-                view = advance(previous, handle.name, figures, handle.plan_at(now), now)
-                store.write_poll(poll_record(handle.name, watcher, previous, view, handle.plan, INTERVAL, handle.plan_time(view.now)))
+                view = advance(previous, handle.name, poll.figures, handle.plan_at(now), now)
+                store.write_poll(poll_record(handle.name, poll, previous, view, handle.plan, handle.plan_time(view.now)))
                 live.append((view.now, [f.id for f in view.flags], [p.id for p in view.pending]))
                 previous = view
                 await asyncio.sleep(INTERVAL)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from console.plan.model import Capacity, Gpu, Model, Plan, Replica, TokenStats, Targets, Workload
+from console.plan.model import Capacity, Gpu, Model, Plan, Replica, Targets, TokenStats, Workload
 
 GB = 1e9
 

@@ -18,11 +18,11 @@ import pytest
 
 from console.cli import main
 from console.commands import sim as sim_command
-from console.sim import server as server_module
 from console.sim.engine import Engine, SimRequest
 from console.sim.server import MAX_WAITING, ReplicaServer
 from console.sim.shape import replica_shape
-from console.sim.traffic import MAX_ARRIVALS_PER_CALL, TrafficGenerator, Target
+from console.sim.traffic import MAX_ARRIVALS_PER_CALL, Target, TrafficGenerator
+
 from .sim_plans import example_a, flat_week, office_assistant
 
 REPO = Path(__file__).resolve().parents[2]

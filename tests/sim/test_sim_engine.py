@@ -10,6 +10,7 @@ import pytest
 
 from console.sim.engine import Engine, SimRequest
 from console.sim.shape import replica_shape
+
 from .sim_plans import example_a
 
 

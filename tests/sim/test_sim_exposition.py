@@ -14,6 +14,7 @@ from console.sim.engine import Engine, SimRequest
 from console.sim.exposition import Counter, Gauge, Histogram, Registry, format_float
 from console.sim.metrics import VllmMetrics, build_1_2_5_buckets
 from console.sim.shape import replica_shape
+
 from .sim_plans import example_a
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from console.sim.fleet import SimFleet
+
 from .sim_plans import office_assistant
 
 pytestmark = pytest.mark.timeout(60)

@@ -21,6 +21,7 @@ from console.sim.engine import Engine
 from console.sim.metrics import VllmMetrics
 from console.sim.shape import replica_shape
 from console.sim.traffic import LengthSampler
+
 from .sim_plans import example_a, office_assistant
 
 SHIPPED_18RPS = Path(__file__).resolve().parents[2] / "plans" / "internal-assistant-18rps.yaml"

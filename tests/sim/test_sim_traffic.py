@@ -17,6 +17,7 @@ from console.sim.traffic import (
     profile_rate,
     week_label,
 )
+
 from .sim_plans import office_assistant, office_week
 
 

@@ -15,13 +15,13 @@ import pytest
 from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from console.metrics.figures import Figures
-from console.sources.base import Target, TargetResult
-from console.sources.scrape import SHORT_PAGES_ACCEPTED, ScrapeSource
-from console.watcher import Watcher
-
 from metrics.pages import V032_SMALL_KV, advance, data_parallel, sample_text
+
+from console.live.watcher import Watcher
+from console.metrics.figures import Figures
+from console.sources.scrape import SHORT_PAGES_ACCEPTED, ScrapeSource
+from console.targets import Target, TargetResult
+
 from .servers import raw_server, serve
 
 WHOLE = advance(

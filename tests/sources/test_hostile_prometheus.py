@@ -25,11 +25,11 @@ import pytest
 from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from metrics.pages import REPO
 
 from console.metrics.figures import Figures, FleetFigures
 from console.sources import promql
 from console.sources.prometheus import AnswerError, PrometheusSource, _Abandoned, figures_from_answers
-from metrics.pages import REPO
 
 NOW = 1_800_000_000.0
 PURPOSES = tuple(promql.refresh_queries("", 10))

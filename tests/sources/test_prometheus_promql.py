@@ -97,7 +97,7 @@ def test_every_series_selector_carries_the_fleet_selector():
 def test_every_name_in_the_table_is_queried_in_both_spellings_newest_first():
     queries = promql.refresh_queries("", 10)
     where = {
-        "rates": [names for names in COUNTERS.values()]
+        "rates": list(COUNTERS.values())
         + [HISTOGRAMS["prompt_length"], HISTOGRAMS["output_length"]],
         "gauges": list(GAUGES.values()),
         "cache_config": [(CACHE_CONFIG,)],

@@ -10,14 +10,14 @@ import tracemalloc
 
 import pytest
 from aiohttp import web
+from metrics.pages import V032_SMALL_KV, V08_MODEL_NAME_ONLY, sample_text
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
 from console.errors import UserError
-from console.sources.base import Target, metrics_url, targets_from
 from console.sources.scrape import ScrapeSource, bearer_token_from_env
+from console.targets import Target, metrics_url, targets_from
 
-from metrics.pages import V032_SMALL_KV, V08_MODEL_NAME_ONLY, sample_text
 from .servers import closed_port, pages_in_turn, raw_server, serve
 
 

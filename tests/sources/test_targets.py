@@ -1,6 +1,6 @@
 """Targets given by a person: turned into /metrics URLs, or refused with one clear line.
 
-One rule (console.plan.schema.target_metrics_url) serves `--target` and a plan's fleet.targets.
+One rule (console.targets.target_metrics_url) serves `--target` and a plan's fleet.targets.
 It is strict, because a mistyped address that passes becomes a host name that does not resolve:
 a DOWN row and exit 1 at poll time instead of exit 2 saying what is wrong.
 """
@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from console.cli import main
 from console.errors import UserError
-from console.plan.schema import PlanError, masked_target, parse_plan, target_metrics_url
-from console.sources.base import Target, metrics_url, shown_targets, targets_from
+from console.plan.schema import PlanError, parse_plan
+from console.targets import Target, masked_target, metrics_url, shown_targets, target_metrics_url, targets_from
 
 PLAN = "plans/internal-assistant-18rps.yaml"
 
@@ -262,7 +262,8 @@ def test_watch_answers_hostile_targets_with_exit_2_and_one_line(capsys, text):
 
 
 def _plan_with_targets(targets: list[str]) -> str:
-    plan = yaml.safe_load(open(PLAN).read())
+    with open(PLAN) as file:
+        plan = yaml.safe_load(file.read())
     plan["fleet"] = {"targets": targets}
     return yaml.safe_dump(plan)
 

@@ -14,14 +14,14 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from console.fleet_handle import FleetHandle
+from console.live.feed import PollFeed
+from console.live.handle import FleetHandle
+from console.live.watcher import Watcher
 from console.plan.schema import load_plan
 from console.sim.fleet import SimFleet
-from console.sources.base import Target
 from console.sources.scrape import ScrapeSource
-from console.store.poll_feed import PollFeed
 from console.store.records import PollRecord
-from console.watcher import Watcher
+from console.targets import Target
 
 REPO = Path(__file__).resolve().parents[2]
 # Poll times for tests: a day ago, well inside the raw retention the recorder applies as it starts.
@@ -46,9 +46,9 @@ def sim_polls(count: int, replicas: int = 3, interval: float = 0.25, seed: int =
         plan = load_plan(PLAN)
         async with SimFleet(plan, replicas=replicas, speed=288.0, seed=seed) as sim:
             targets = [Target(f"replica-{i}", url) for i, url in enumerate(sim.metrics_urls)]
-            watcher = Watcher(ScrapeSource(targets, timeout=2.0), 20.0, plan=plan, interval_seconds=interval)
+            watcher = Watcher(ScrapeSource(targets, timeout=2.0), 20.0, interval_seconds=interval)
             collector = Collector()
-            feed = PollFeed(FleetHandle(plan.name, plan, watcher), collector, interval)
+            feed = PollFeed(FleetHandle(plan.name, plan, watcher), collector)
             try:
                 for _ in range(count):
                     feed.add(await watcher.poll(), time.time())
@@ -161,8 +161,8 @@ def unnamed_fleet(arguments: list[str]) -> str:
     """The name `capcon watch`/`record` give a fleet of these `--target URL` arguments without a plan or --name."""
     import argparse
 
-    from console.commands.watch import fleet_name
-    from console.sources.base import targets_from
+    from console.live.setup import fleet_name
     from console.sources.scrape import ScrapeSource
+    from console.targets import targets_from
 
     return fleet_name(argparse.Namespace(name=None), None, ScrapeSource(targets_from(arguments[1::2])))

@@ -12,9 +12,9 @@ import pytest
 
 from console.cli import main
 from console.metrics.vllm import ReplicaSample
-from console.sources.base import TargetResult
 from console.store.database import Store
 from console.store.records import PollRecord
+from console.targets import TargetResult
 
 # A writer whose file-size limit stops the write-ahead log from growing: the INSERTs land in the page
 # cache, the COMMIT has to write its frames and fails (EFBIG), and SQLite rolls the transaction back.
@@ -22,7 +22,7 @@ COMMIT_FAILS = textwrap.dedent(
     """
     import resource, signal, sys
     from console.metrics.vllm import ReplicaSample
-    from console.sources.base import TargetResult
+    from console.targets import TargetResult
     from console.store.database import Store
     from console.store.records import PollRecord
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 
 from console.cli import main
-from console.commands.watch import fleet_name
+from console.live.setup import fleet_name
 from console.plan.schema import load_plan
-from console.sources.base import targets_from
 from console.sources.prometheus import PrometheusSource
 from console.sources.scrape import ScrapeSource
 from console.store.database import Store
+from console.targets import targets_from
 from tests.store.recorder_polls import capcon_sim
 
 

@@ -130,7 +130,7 @@ def test_the_week_against_the_plan_suggests_a_profile_that_pastes_back(history, 
     (["--plan", "no-such-plan.yaml"], "no such file"),
 ])
 def test_bad_input_is_one_line_and_exit_2(history, capsys, argv, words):
-    code, out, err = run(capsys, "--db", history, *argv)
+    code, _out, err = run(capsys, "--db", history, *argv)
     assert code == 2
     assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
@@ -247,10 +247,10 @@ def test_without_to_a_rolled_up_last_minute_is_counted(tmp_path, capsys):
     assert row["requests"] == 9 * 4  # nine steps between ten minutes: the last minute's included
 
 
-@pytest.fixture()
+@pytest.fixture
 def recent(tmp_path):
     """Polls every 30 s from three hours ago to two hours ago (the real clock): a recorder stopped two hours ago."""
-    import time  # noqa: PLC0415
+    import time
 
     path = tmp_path / "recent.sqlite"
     store = Store.open(path)
@@ -308,11 +308,11 @@ def test_a_range_of_centuries_shows_the_recorded_part_and_says_so(history, capsy
 
 
 def test_load_and_capacity_are_read_at_the_recorded_plan_clock(tmp_path, capsys):
-    from console.fleet.plan_now import week_time  # noqa: PLC0415
-    from console.plan.schedule import capacity_at  # noqa: PLC0415
-    from console.sources.base import TargetResult  # noqa: PLC0415
-    from console.store.records import PollRecord  # noqa: PLC0415
-    from tests.store.test_series import url  # noqa: PLC0415
+    from console.fleet.plan_now import week_time
+    from console.plan.schedule import capacity_at
+    from console.store.records import PollRecord
+    from console.targets import TargetResult
+    from tests.store.test_series import url
 
     plan = load_plan("plans/chat-8b-l40s.yaml")
     path = tmp_path / "demo.sqlite"

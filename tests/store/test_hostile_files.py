@@ -31,7 +31,7 @@ from tests.store.hostile import (
     one_line,
     poll_count,
 )
-from tests.store.recorder_polls import REPO, RECENT, cli_env, integrity, renumbered, sim_polls, stored_times, wait_for
+from tests.store.recorder_polls import RECENT, REPO, cli_env, integrity, renumbered, sim_polls, stored_times, wait_for
 
 DEAD_TARGET = ["--target", "http://127.0.0.1:9"]  # nothing listens: the file is refused before any poll
 
@@ -90,12 +90,12 @@ def test_a_replay_that_meets_the_damage_while_playing_says_what_to_do(pristine, 
     args = argparse.Namespace(db=str(path), fleet=[], start=None, end=None, speed=1.0, paused=True, theme=None)
     app = open_app(args)  # opens: the damaged page is in the middle of the recording
     try:
-        controller = app.replay
-        with pytest.raises(DamagedHistory, match="the history file is damaged"):
+        controller = app.driver.controller
+        with pytest.raises(DamagedHistory, match="the history file is damaged"):  # noqa: PT012 - steps to the damaged page
             for _ in range(2000):  # the console shows this error's words and stays on the last frame
                 controller.step(1)
     finally:
-        app.replay.replay.close()
+        app.driver.controller.replay.close()
 
 
 @pytest.mark.parametrize("verb", ["record", "watch"])
@@ -210,7 +210,7 @@ class RunningRecorder:
         wait_for(lambda: self.wal.exists() and self.shm.exists(), "the -wal and -shm", seconds=30)
         for _ in range(writes):
             before = self.wal.stat().st_mtime_ns
-            wait_for(lambda: self.wal.stat().st_mtime_ns != before, "a write", seconds=30, every=0.005)
+            wait_for(lambda before=before: self.wal.stat().st_mtime_ns != before, "a write", seconds=30, every=0.005)
         time.sleep(0.25)
 
     def stop(self) -> tuple[int, str, str]:
@@ -304,7 +304,7 @@ SIZE_LIMITED = textwrap.dedent(
     """
     import resource, sys
     from console.metrics.vllm import ReplicaSample
-    from console.sources.base import TargetResult
+    from console.targets import TargetResult
     from console.store.database import Store
     from console.store.records import PollRecord
     from console.store.recorder import state_of

@@ -27,12 +27,12 @@ from console.cli import main
 from console.fleet.flags import Flag
 from console.metrics.figures import Figures, FleetFigures
 from console.metrics.vllm import Histogram, ReplicaSample
-from console.replay.loader import first_view
-from console.sources.base import TargetResult
+from console.replay.controller import first_view
 from console.store import codec, json_out
 from console.store.database import Store
 from console.store.records import FlagChange, PollRecord
 from console.store.schema import COUNTER_COLUMNS, HISTOGRAM_COLUMNS
+from console.targets import TargetResult
 
 T0 = 1_767_225_600.0  # 2026-01-01 00:00 UTC
 SPAN = ["--from", str(T0 - 3600), "--to", str(T0 + 3600)]

@@ -9,18 +9,11 @@ import pytest
 
 from console.fleet.flags import Thresholds
 from console.fleet.view import advance
+from console.live.feed import poll_record
 from console.plan.schema import load_plan, parse_plan
 from console.store.database import Store
-from console.store.records import poll_record
 from tests.fleet.builders import fleet, plan_now, replica
-
-
-class FigureWatcher:
-    """A figure source's watcher as the recorder sees it: no raw results, only figures."""
-
-    window_seconds = 300.0
-    last_results = None
-    last_watched_at = None
+from tests.live.polls import figure_poll
 
 
 def test_a_figure_source_poll_comes_back_as_the_same_figures(tmp_path):
@@ -31,7 +24,7 @@ def test_a_figure_source_poll_comes_back_as_the_same_figures(tmp_path):
     )
     view = advance(None, "f", figures, None, 5000.5)
     store = Store.open(tmp_path / "h.sqlite")
-    poll_id = store.write_poll(poll_record("f", FigureWatcher(), None, view, None, 15.0))
+    poll_id = store.write_poll(poll_record("f", figure_poll(view, 15.0), None, view, None))
     back = Store.open(tmp_path / "h.sqlite", read_only=True).poll(poll_id)
     assert back.results is None
     assert back.figures == figures
@@ -46,7 +39,7 @@ def test_the_plan_in_force_is_stored_once_per_version(tmp_path):
     view = advance(None, "f", fleet(replica("r1"), at=10.0), None, 10.0)
     ids = []
     for at, version in [(10.0, plan), (11.0, plan), (12.0, edited), (13.0, plan)]:
-        poll = store.write_poll(poll_record("f", FigureWatcher(), None, view, version, 1.0, plan_clock=at + 3600))
+        poll = store.write_poll(poll_record("f", figure_poll(view, 1.0), None, view, version, plan_clock=at + 3600))
         ids.append(store.poll(poll).plan_id)
     assert ids[0] == ids[1] == ids[3] != ids[2]
     stored = store.plan_version(ids[2])
@@ -60,7 +53,7 @@ def test_flag_changes_are_stored_with_the_subjects_figures(tmp_path):
     previous = None
     for now, waiting in [(0.0, 4.0), (30.0, 4.0), (45.0, 0.2)]:
         view = advance(previous, "f", fleet(replica("r1", waiting=waiting), at=now, waiting=waiting), plan_now(), now, t)
-        store.write_poll(poll_record("f", FigureWatcher(), previous, view, None, 15.0))
+        store.write_poll(poll_record("f", figure_poll(view, 15.0), previous, view, None))
         previous = view
     events = [(e.at, e.change, e.flag_id) for e in store.flag_events("f")]
     assert ("raised", "saturation:r1") in [(c, i) for _, c, i in events]
@@ -86,7 +79,7 @@ def test_odd_figures_survive_json_and_impossible_ones_come_back_unknown(tmp_path
     figures = fleet(replica("r1", ttft_p99_seconds=value), at=1.0)
     view = advance(None, "f", figures, None, 1.0)
     store = Store.open(tmp_path / "h.sqlite")
-    poll_id = store.write_poll(poll_record("f", FigureWatcher(), None, view, None, 1.0))
+    poll_id = store.write_poll(poll_record("f", figure_poll(view, 1.0), None, view, None))
     assert store.poll(poll_id).figures.replicas[0].ttft_p99_seconds == stored
     (text,) = store.connection.execute("SELECT figures FROM polls WHERE id = ?", (poll_id,)).fetchone()
     json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} stored"))  # strict JSON in the file

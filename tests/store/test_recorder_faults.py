@@ -223,13 +223,16 @@ def test_retention_runs_at_start_and_every_round_with_the_given_retention(tmp_pa
 
     def spy(store, now, retention, max_chunks=None):
         calls.append((store.path, retention, max_chunks))
+        return retention_module.RetentionDone()
 
     monkeypatch.setattr(retention_module, "apply_retention", spy)
     keep = Retention(raw_seconds=3600.0, minutes_seconds=86400.0)
     recorder = Recorder(tmp_path / "history.sqlite", keep, retention_every=0.2)
     recorder.start()
     wait_for(lambda: len(calls) >= 3, "three retention rounds")
+    status = recorder.status
     recorder.close()
+    assert "retention" not in (status.detail or ""), status.detail
     assert {call[:2] for call in calls} == {(str(tmp_path / "history.sqlite"), keep)}
     assert all(call[2] for call in calls), "each round is bounded, so polls never wait behind a long backlog"
 

@@ -143,4 +143,4 @@ def test_with_several_fleets_only_the_taken_one_is_left_out(tmp_path, polls, sle
 
 
 def test_the_host_is_this_machines_name():
-    assert HOST == socket.gethostname()
+    assert socket.gethostname() == HOST

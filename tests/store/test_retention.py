@@ -20,10 +20,10 @@ from console.fleet.flags import Flag
 from console.metrics.vllm import Histogram, ReplicaSample, restarted
 from console.metrics.window import replica_figures
 from console.plan.schema import load_plan
-from console.sources.base import TargetResult
 from console.store.database import SAMPLE_READ_COLUMNS, HistoryError, Store, sample_from_columns
 from console.store.records import FlagChange, PollRecord
 from console.store.retention import Retention, apply_retention, minute_of, retention_in_force
+from console.targets import TargetResult
 from tests.metrics.pages import REPO
 
 HOUR = 3600.0
@@ -364,18 +364,15 @@ def test_an_answered_sample_beats_a_later_failure_when_merging(tmp_path):
 
 def test_figure_source_polls_go_with_the_raw_samples(tmp_path):
     from console.fleet.view import advance
-    from console.store.records import poll_record
+    from console.live.feed import poll_record
     from tests.fleet.builders import fleet, replica
+    from tests.live.polls import figure_poll
 
-    class FigureWatcher:
-        window_seconds = 300.0
-        last_results = None
-        last_watched_at = None
 
     store = Store.open(tmp_path / "h.sqlite")
     for at in (T0, T0 + 30, T0 + 2 * HOUR):
         view = advance(None, "p", fleet(replica("r1", requests_per_second=1.0), at=at), None, at)
-        store.write_poll(poll_record("p", FigureWatcher(), None, view, None, 15.0))
+        store.write_poll(poll_record("p", figure_poll(view, 15.0), None, view, None))
     done = apply_retention(store, T0 + 2 * HOUR + 1, Retention(raw_seconds=HOUR, minutes_seconds=DAY))
     assert (done.deleted_polls, done.rolled) == (2, 0)
     assert [at for _, at in store.poll_times("p")] == [T0 + 2 * HOUR]

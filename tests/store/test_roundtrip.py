@@ -15,14 +15,14 @@ import pytest
 
 from console.fleet.plan_now import plan_now
 from console.fleet.view import advance
+from console.live.feed import poll_record
+from console.live.watcher import RecordedSource, Watcher
 from console.metrics.window import fleet_figures, replica_figures
 from console.plan.schema import load_plan
 from console.sim.fleet import SimFleet
-from console.sources.base import targets_from
 from console.sources.scrape import ScrapeSource
 from console.store.database import Store
-from console.store.records import poll_record
-from console.watcher import Watcher
+from console.targets import targets_from
 from tests.metrics.pages import REPO
 
 pytestmark = pytest.mark.timeout(120)
@@ -33,12 +33,6 @@ PERCENTILES = ("ttft_p50_seconds", "ttft_p95_seconds", "ttft_p99_seconds", "itl_
                "e2e_p95_seconds", "queue_p95_seconds")
 RATES = ("requests_per_second", "prompt_tokens_per_second", "generation_tokens_per_second", "preemptions_per_second")
 
-
-class RecordedSource:
-    """What a replay watcher needs of a source: its recorded name."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +47,7 @@ def recording(tmp_path_factory):
         async with SimFleet(plan, replicas=3, seed=7, speed=60.0, rps_scale=1.0, start_week_seconds=10 * 3600) as sim:
             watchers = {
                 name: Watcher(ScrapeSource(targets_from(sim.metrics_urls), timeout=5.0), window_seconds=window,
-                              plan=plan, interval_seconds=INTERVAL)
+                              interval_seconds=INTERVAL)
                 for name, window in (("short", 1.0), ("long", 60.0))
             }
             store = Store.open(path)
@@ -62,10 +56,11 @@ def recording(tmp_path_factory):
                 await asyncio.sleep(1.0)  # let the first requests finish
                 for _ in range(POLLS):
                     for name, watcher in watchers.items():
-                        figures = await watcher.poll()
+                        poll = await watcher.poll()
+                        figures = poll.figures
                         now = time.time()
                         view = advance(previous[name], name, figures, plan_now(plan, now), now)
-                        store.write_poll(poll_record(name, watcher, previous[name], view, plan, INTERVAL, plan_clock=now))
+                        store.write_poll(poll_record(name, poll, previous[name], view, plan, plan_clock=now))
                         live[name].append((figures, view))
                         previous[name] = view
                     await asyncio.sleep(INTERVAL)

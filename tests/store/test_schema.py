@@ -9,10 +9,10 @@ import pytest
 
 from console.metrics.exposition import parse
 from console.metrics.vllm import FAMILIES, sample_from_page
-from console.sources.base import TargetResult
 from console.store.database import HistoryError, Store
 from console.store.records import PollRecord
 from console.store.schema import SCHEMA_VERSION, migrate
+from console.targets import TargetResult
 from tests.metrics.pages import V010, V032_SMALL_KV, advance, sample_text, whole_window
 
 V1_TABLES = {"fleets", "replicas", "plans", "bucket_layouts", "polls", "samples", "flag_events", "events"}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from console.fleet.flags import Flag
 from console.plan.schema import load_plan
-from console.sources.base import TargetResult
 from console.store.database import Store, sample_columns
 from console.store.records import FlagChange, PollRecord
 from console.store.series import minute_series, plan_id_in_force, raised_flags, recorded_span
+from console.targets import TargetResult
 from tests.fleet.test_hourly import FakeReplica
 
 T0 = 1_767_225_600.0  # 2026-01-01 00:00 UTC
@@ -85,9 +85,9 @@ def test_raised_flags_and_the_plan_in_force(tmp_path):
 
 
 def test_the_recorded_end_keeps_the_last_poll_and_a_rolled_up_minute_whole(tmp_path):
-    import math  # noqa: PLC0415
+    import math
 
-    from console.store.series import plan_clocks, recorded_end  # noqa: PLC0415
+    from console.store.series import plan_clocks, recorded_end
 
     store = Store.open(tmp_path / "h.sqlite")
     replica = FakeReplica()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from console.tui.app import ConsoleApp, FleetHandle
+from console.live.handle import FleetHandle
+from console.tui.app import ConsoleApp
 from tests.tui.fakes import PLAN_NOW, FakeClock, FakeWatcher
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from console.live.watcher import Poll
 from console.metrics.figures import Figures, FleetFigures
 from tests.fleet.builders import PLAN_NOW, plan_now
 
@@ -17,20 +18,28 @@ class FakeWatcher:
     """Hands out `snapshots` in turn (the last repeats). With a clock, each poll moves it `step` seconds on
     and stamps the figures 2 s before it, as if the console had been watching for a while."""
 
-    def __init__(self, *snapshots: FleetFigures, clock: "FakeClock | None" = None, step: float = 10.0) -> None:
+    # No window of its own: the console's + key then stops at 60 s, as without a window.
+    window_seconds = 0.0
+    interval_seconds = 1.0
+
+    def __init__(self, *snapshots: FleetFigures, clock: FakeClock | None = None, step: float = 10.0) -> None:
         self.snapshots = list(snapshots)
         self.polls = 0
         self.clock = clock
         self.step = step
 
-    async def poll(self) -> FleetFigures:
+    async def poll(self) -> Poll:
         figures = self.snapshots[min(self.polls, len(self.snapshots) - 1)]
         self.polls += 1
         if self.clock is not None:
             if self.polls > 1:
                 self.clock.now += self.step
             figures = replace(figures, at=self.clock.now - 2.0)
-        return figures
+        # As a figure source hands it out: figures, no raw results.
+        return Poll(figures, None, self.clock.now if self.clock is not None else figures.at, figures.window_seconds, self.interval_seconds)
+
+    async def aclose(self) -> None:
+        pass
 
     def then(self, *snapshots: FleetFigures) -> None:
         """Queue figures for the next polls (the last one repeats)."""
@@ -127,5 +136,16 @@ class DemoRecorder:
         self._record("clear_all_faults")
 
 
-__all__ = ["DemoRecorder", "FakeClock", "FakeWatcher", "NOW", "PLAN_NOW", "fleet_of", "normal_fleet", "plan_now", "replica",
-           "replica_down_fleet", "saturated_fleet"]
+__all__ = [
+    "NOW",
+    "PLAN_NOW",
+    "DemoRecorder",
+    "FakeClock",
+    "FakeWatcher",
+    "fleet_of",
+    "normal_fleet",
+    "plan_now",
+    "replica",
+    "replica_down_fleet",
+    "saturated_fleet",
+]

@@ -2,27 +2,33 @@
 
 from __future__ import annotations
 
-from console.tui.app import MIN_INTERVAL_SECONDS, ConsoleApp, FleetHandle
+from pathlib import Path
+
+from console.live.defaults import MIN_CONSOLE_INTERVAL_SECONDS as MIN_INTERVAL_SECONDS
+from console.live.handle import FleetHandle
+from console.tui.app import ConsoleApp
 from console.tui.screens.fleet_screen import FleetScreen
 from console.tui.screens.help_screen import HelpScreen
 from console.tui.screens.overview_screen import OverviewScreen
 from console.tui.screens.replica_screen import ReplicaScreen
 from console.tui.screens.sort_screen import SortScreen
 from console.tui.widgets.console_header import ConsoleHeader
-from console.tui.widgets.fleet_table import FleetTable
 from console.tui.widgets.flags_panel import FlagsPanel
+from console.tui.widgets.fleet_table import FleetTable
 from console.tui.widgets.table_row import TableRow
 from tests.tui.conftest import make_app, poll_times, settle, shown
 from tests.tui.fakes import (
     PLAN_NOW,
-    FakeClock,
     DemoRecorder,
+    FakeClock,
     FakeWatcher,
     fleet_of,
     normal_fleet,
     replica,
     saturated_fleet,
 )
+
+PLANS = Path(__file__).resolve().parents[2] / "plans"
 
 MIXED = fleet_of(
     replica("gpu-1", kv_usage=0.30),
@@ -278,6 +284,10 @@ async def test_label_values_are_shown_literally():
 
 class FailingWatcher:
     polls = 0
+    window_seconds = 60.0
+
+    async def aclose(self) -> None:
+        pass
 
     async def poll(self):
         self.polls += 1
@@ -298,13 +308,11 @@ async def test_a_failing_poll_is_shown_in_the_header_and_polling_goes_on():
 
 
 async def test_plan_screen_marks_now_in_the_week_schedule():
-    from pathlib import Path
-
     from console.fleet.plan_now import plan_now
     from console.plan.schema import load_plan
     from console.tui.screens.plan_screen import PlanScreen
 
-    plan = load_plan(str(Path(__file__).resolve().parents[2] / "plans" / "internal-assistant-18rps.yaml"))
+    plan = load_plan(str(PLANS / "internal-assistant-18rps.yaml"))
     clock = FakeClock()  # Monday 10:00 UTC
     watcher = FakeWatcher(normal_fleet(), clock=clock)
     app = ConsoleApp([FleetHandle("assistant", plan, watcher, expect=lambda now: plan_now(plan, now))], clock=clock, interval=60.0)

@@ -8,8 +8,9 @@ from pathlib import Path
 from textual.widgets._footer import FooterKey
 
 from console.fleet.plan_now import plan_now
+from console.live.handle import FleetHandle
 from console.plan.schema import load_plan
-from console.tui.app import ConsoleApp, FleetHandle
+from console.tui.app import ConsoleApp
 from console.tui.screens.help_screen import HelpScreen
 from console.tui.screens.plan_screen import PlanScreen
 from console.tui.widgets.console_header import ConsoleHeader

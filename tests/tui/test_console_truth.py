@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 from console.tui.screens.replica_screen import ReplicaScreen
-from console.tui.widgets.fleet_table import FleetTable
 from console.tui.widgets.flags_panel import FlagsPanel, pack
+from console.tui.widgets.fleet_table import FleetTable
 from console.tui.widgets.table_row import TableRow
 from tests.tui.conftest import make_app, poll_times, settle, shown
 from tests.tui.fakes import FakeClock, fleet_of, normal_fleet, replica, saturated_fleet
@@ -32,7 +32,7 @@ async def test_rows_change_within_one_refresh_of_a_cell_going_over_its_target():
         assert all(line.startswith("✓ ok") for line in rows(app).values())
         app.fleets[0].watcher.then(fleet_of(*(replica(f"gpu-{i}", **SPIKED) for i in range(1, 5))))
         await poll_times(pilot, 1)
-        for key, line in rows(app).items():
+        for line in rows(app).values():
             # Waiting over its threshold starts the saturation rule: pending, never ok.
             assert line.startswith("… pend"), line
             assert re.search(r"7\.20s!", line) and re.search(r"\b24!", line), line

@@ -142,7 +142,7 @@ async def test_a_refused_fault_is_reported_and_the_console_stays_up():
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await choose(pilot, "d")
-        assert app.demo_faults.count() == 0  # not marked on: it did not happen
+        assert app.demo.faults.count() == 0  # not marked on: it did not happen
         assert "demo fault failed: ValueError: no replica 7" in notices(app)
         assert app.is_running
 

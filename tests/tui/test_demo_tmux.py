@@ -56,7 +56,7 @@ def test_demo_runs_the_fleet_reacts_to_keys_and_ctrl_c_frees_every_port():
         assert len(ports) >= 5, f"expected five simulated replicas listening, found {sorted(ports)}"
 
         # Traffic flows: the fleet row shows generated tokens.
-        tmux.wait_until(lambda s: any(l.split()[-1] != "–" for l in s.splitlines() if "FLEET 5/5" in l), "traffic")
+        tmux.wait_until(lambda s: any(row.split()[-1] != "–" for row in s.splitlines() if "FLEET 5/5" in row), "traffic")
 
         tmux.keys("x")
         tmux.wait_for("traffic x3")

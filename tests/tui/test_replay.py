@@ -43,9 +43,9 @@ OPENED = []
 
 def replay_app(path, *extra: str):
     app = open_app(build_parser().parse_args(["replay", "--db", str(path), *extra]))
-    app.replay._wall = app.wall = Wall()
-    app.replay._mark = app.wall.now
-    OPENED.append(app.replay.replay)
+    app.driver.controller._wall = app.wall = Wall()
+    app.driver.controller._mark = app.wall.now
+    OPENED.append(app.driver.controller.replay)
     return app
 
 
@@ -60,8 +60,8 @@ async def settled(pilot, at: float | None = None) -> None:
     """Wait (bounded) until the replay has drawn a frame (at `at` when given)."""
     app = pilot.app
     for _ in range(300):
-        frame = app.replay_frame
-        if frame is not None and not app._replay_lock.locked() and (at is None or frame.at == at):
+        frame = app.driver.frame
+        if frame is not None and not app.driver.busy and (at is None or frame.at == at):
             break
         await pilot.pause(0.01)
     await pilot.pause()
@@ -109,7 +109,7 @@ async def test_speed_keys_double_and_halve(history):
         await pilot.press("right_square_bracket", "right_square_bracket", "right_square_bracket", "left_square_bracket")
         await settled(pilot)
         for _ in range(100):
-            if app.replay_frame.speed == 4.0:
+            if app.driver.frame.speed == 4.0:
                 break
             await pilot.pause(0.01)
         assert "×4 ‖" in header(app)
@@ -121,14 +121,14 @@ async def test_playing_moves_the_clock_at_the_speed_and_the_age_follows_it(histo
         await settled(pilot)
         await pilot.press("space")
         await settled(pilot)
-        assert app.replay.playing and "×2 ▶" in header(app)
+        assert app.driver.controller.playing and "×2 ▶" in header(app)
         app.wall.now += 1.5  # one tick takes at most a second of wall time: 2 s of recording at ×2
         await settled(pilot, T0 + 2.0)
         assert app.views[0].now == T0  # the next poll is at +5 s
         assert "· age 2s ·" in header(app)  # counted on the replay clock, not the wall clock
         await pilot.press("space")
         await settled(pilot)
-        assert not app.replay.playing and "×2 ‖" in header(app)
+        assert not app.driver.controller.playing and "×2 ‖" in header(app)
 
 
 async def test_the_flags_come_and_go_as_recorded(history):
@@ -158,7 +158,7 @@ async def test_a_time_the_box_cannot_read_is_said_and_the_box_stays(history):
         assert "'soon' is not a time capcon reads" in said
         assert "(today)" not in said and "on the day replayed" in said and "+30s" in said
         await pilot.press("escape")
-        assert isinstance(app.screen, FleetScreen) and app.replay_frame.at == T0
+        assert isinstance(app.screen, FleetScreen) and app.driver.frame.at == T0
 
 
 async def test_playing_into_the_end_pauses_and_says_end_of_recording(history):
@@ -167,7 +167,7 @@ async def test_playing_into_the_end_pauses_and_says_end_of_recording(history):
         await settled(pilot)
         await pilot.press("right_curly_bracket")  # +10 min: past the end of five minutes
         await settled(pilot, T0 + 300.0)
-        assert not app.replay.playing
+        assert not app.driver.controller.playing
         assert f"REPLAY {shown_time(T0 + 300.0)} ×1 ‖" in header(app)
         assert any("end of recording" in n.message for n in app._notifications)
         await pilot.press("home")
@@ -184,7 +184,7 @@ async def test_live_only_keys_are_off_and_help_lists_the_replay_keys(history):
         assert app.check_action("replay_play", ()) is True
         await pilot.press("p")  # the pause key pauses (and plays) a replay too
         await settled(pilot)
-        assert app.replay.playing
+        assert app.driver.controller.playing
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         text = shown(app.screen.query_one("#help Static"))

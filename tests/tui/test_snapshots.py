@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
 
-from console.tui.app import ConsoleApp, FleetHandle
+from console.live.handle import FleetHandle
+from console.tui.app import ConsoleApp
 from tests.tui.conftest import make_app, poll_times, settle
 from tests.tui.fakes import (
-    PLAN_NOW, DemoRecorder, FakeClock, FakeWatcher, fleet_of, normal_fleet, replica, replica_down_fleet, saturated_fleet,
+    PLAN_NOW,
+    DemoRecorder,
+    FakeClock,
+    FakeWatcher,
+    fleet_of,
+    normal_fleet,
+    replica,
+    replica_down_fleet,
+    saturated_fleet,
 )
 
 

@@ -33,7 +33,7 @@ def metrics_server():
     page = SAMPLE.read_bytes()
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (the stdlib's name)
+        def do_GET(self):  # http.server's name for the GET handler
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(page)))

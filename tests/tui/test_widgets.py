@@ -12,7 +12,6 @@ from textual.geometry import Region
 
 from console.fleet import format as fmt
 from console.fleet.trends import SERIES, TrendPoint, Trends
-
 from console.tui.literal import fit, fit_middle, printable
 from console.tui.widgets.diff_text import changed_regions
 from console.tui.widgets.fleet_table import columns_for

@@ -8,6 +8,11 @@ from textual.screen import Screen
 
 class ConsoleScreen(Screen):
     _ready = False
+    index: int | None = None  # the fleet this screen shows; None: every fleet (the overview)
+
+    def chosen_replica(self) -> str | None:
+        """The replica the operator chose here (the demo's fault menu acts on it); None: none."""
+        return None
 
     def draw(self) -> None:
         """Render the app's latest immutable views."""

@@ -8,13 +8,14 @@ from textual.widgets import Footer, Input
 
 from console.fleet.view import FilterError, parse_filter
 from console.tui.screens.base import ConsoleScreen
-from console.tui.widgets.console_header import ConsoleHeader
-from console.tui.widgets.fleet_table import FleetTable
-from console.tui.widgets.flags_panel import FlagsPanel
-from console.tui.widgets.plan_panel import PlanPanel
-from console.tui.widgets.trends_panel import TrendsPanel
+from console.tui.screens.replica_screen import ReplicaScreen
 from console.tui.screens.sort_screen import SOURCE_ORDER, SortScreen, default_descending
+from console.tui.widgets.console_header import ConsoleHeader
+from console.tui.widgets.flags_panel import FlagsPanel
+from console.tui.widgets.fleet_table import FleetTable
+from console.tui.widgets.plan_panel import PlanPanel
 from console.tui.widgets.scroll import ConsoleScroll
+from console.tui.widgets.trends_panel import TrendsPanel
 
 
 class FlagsScroll(ConsoleScroll):
@@ -59,6 +60,9 @@ class FleetScreen(ConsoleScreen):
     def __init__(self, index: int) -> None:
         super().__init__()
         self.index = index
+
+    def chosen_replica(self) -> str | None:
+        return self.table.selected  # the row selected in the table
 
     def compose(self):
         yield ConsoleHeader(id="header")
@@ -163,6 +167,4 @@ class FleetScreen(ConsoleScreen):
             self.table.move(0) if self.table.order else None
             row = self.table.selected_row()
         if row is not None:
-            from console.tui.screens.replica_screen import ReplicaScreen
-
             self.app.push_screen(ReplicaScreen(self.index, row.key))

@@ -6,6 +6,7 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from console.tui.drivers import ReplayDriver
 from console.tui.widgets.scroll import ConsoleScroll
 
 HELP = """\
@@ -57,4 +58,5 @@ class HelpScreen(ModalScreen):
 
     def compose(self):
         with ConsoleScroll(id="help"):
-            yield Static(REPLAY_HELP if getattr(self.app, "replay", None) is not None else HELP, markup=False)
+            replaying = isinstance(self.app.driver, ReplayDriver)  # type: ignore[attr-defined] - a ConsoleApp
+            yield Static(REPLAY_HELP if replaying else HELP, markup=False)

@@ -6,6 +6,7 @@ from textual.binding import Binding
 from textual.widgets import Footer, Static
 
 from console.tui.screens.base import ConsoleScreen
+from console.tui.screens.fleet_screen import FleetScreen
 from console.tui.widgets.console_header import ConsoleHeader
 from console.tui.widgets.fleet_line import HEADER, FleetLine
 from console.tui.widgets.scroll import ConsoleScroll
@@ -40,6 +41,4 @@ class OverviewScreen(ConsoleScreen):
         self.redraw()
 
     def action_open_fleet(self) -> None:
-        from console.tui.screens.fleet_screen import FleetScreen
-
         self.app.push_screen(FleetScreen(self.selected))

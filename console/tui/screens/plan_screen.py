@@ -9,6 +9,9 @@ from textual.binding import Binding
 from textual.widgets import Footer, Static
 
 from console.plan.model import DAYS, Plan
+from console.plan.report import render
+from console.plan.schedule import schedule
+from console.plan.sizing import size
 from console.tui.literal import printable
 from console.tui.screens.base import ConsoleScreen
 from console.tui.widgets.console_header import ConsoleHeader
@@ -39,7 +42,7 @@ class PlanScreen(ConsoleScreen):
         self.index = index
         self.plan = plan
         self._report: str | None = None
-        self._shown_now: tuple[int, int] | None | bool = False
+        self._shown_now: tuple[int, int] | bool | None = False
 
     def compose(self):
         yield ConsoleHeader()
@@ -49,10 +52,6 @@ class PlanScreen(ConsoleScreen):
         yield Footer()
 
     def draw(self) -> None:
-        from console.plan.report import render
-        from console.plan.schedule import schedule
-        from console.plan.sizing import size
-
         self.query_one(ConsoleHeader).show(self.app.header_info(self.index))
         view = self.app.views[self.index]
         now = (view.plan.weekday, view.plan.hour) if view and view.plan else None

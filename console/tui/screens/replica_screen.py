@@ -77,6 +77,9 @@ class ReplicaScreen(ConsoleScreen):
         self.index = index
         self.key = key
 
+    def chosen_replica(self) -> str | None:
+        return self.key  # the replica shown
+
     def compose(self):
         yield ConsoleHeader()
         with ConsoleScroll():

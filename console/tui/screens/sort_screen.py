@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from console.fleet.view import COLUMN_BY_KEY
+from console.fleet.columns import CONSOLE_BY_KEY
 
 SOURCE_ORDER = "source"
 # The key that sorts on each column: a letter the column's title suggests, never one the menu itself uses.
@@ -20,7 +20,7 @@ SORT_KEYS: dict[str, str] = {
     "name": "n", "state": "s", "rps": "r", "prompt": "i", "gen": "o", "run": "u", "wait": "w", "kv": "k",
     "preempt": "p", "ttft50": "f", "ttft": "t", "tpot": "d", "e2e": "e", "queue": "q", "prefix": "x",
 }
-assert set(SORT_KEYS) == set(COLUMN_BY_KEY) and len(set(SORT_KEYS.values())) == len(SORT_KEYS)
+assert set(SORT_KEYS) == set(CONSOLE_BY_KEY) and len(set(SORT_KEYS.values())) == len(SORT_KEYS)
 SOURCE_KEY = "0"
 NUMBER_FIRST = "largest first"
 
@@ -34,7 +34,7 @@ class SortScreen(ModalScreen[str | None]):
     """Dismisses with a column key, SOURCE_ORDER, or None (closed)."""
 
     BINDINGS = [
-        *(Binding(key, f"choose('{column}')", COLUMN_BY_KEY[column].title, show=False, id=f"sort-by-{column}")
+        *(Binding(key, f"choose('{column}')", CONSOLE_BY_KEY[column].console.title, show=False, id=f"sort-by-{column}")
           for column, key in SORT_KEYS.items()),
         Binding(SOURCE_KEY, f"choose('{SOURCE_ORDER}')", "source order", show=False, id="sort-source-order"),
         Binding("escape", "close", "close", id="sort-close"),
@@ -57,7 +57,7 @@ class SortScreen(ModalScreen[str | None]):
         options = []
         for column in [SOURCE_ORDER] + shown:
             key = SOURCE_KEY if column == SOURCE_ORDER else SORT_KEYS[column]
-            title = "source order" if column == SOURCE_ORDER else COLUMN_BY_KEY[column].title
+            title = "source order" if column == SOURCE_ORDER else CONSOLE_BY_KEY[column].console.title
             line = Text(no_wrap=True)
             line.append(f" {key}  ", style="bold")
             line.append(f"{title:<16}")

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from console.fleet import format as fmt
-from console.tui.widgets.diff_text import DiffText
 from console.tui.literal import printable
+from console.tui.widgets.diff_text import DiffText
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from rich.text import Text
 from console.fleet import format as fmt
 from console.fleet.flags import Flag, Pending, Thresholds
 from console.fleet.judge import fixed_words
-from console.tui.widgets.diff_text import DiffText
 from console.tui.literal import printable
+from console.tui.widgets.diff_text import DiffText
 from console.tui.widgets.table_row import BADGES
 
 TITLES = {
@@ -82,7 +82,7 @@ class FlagsPanel(DiffText):
         # Headlines first, one line each, so a short terminal still shows every flag; then what is
         # pending (a condition that holds, inside its minimum duration); then the details.
         headlines = []
-        for severity, name, subjects, since, why, todo in lines:
+        for severity, name, subjects, since, _why, _todo in lines:
             style = self.get_component_rich_style(f"flags-panel--{severity}", partial=True) if self.is_mounted else ""
             headline = Text()
             headline.append(BADGES[severity], style=style)
@@ -91,7 +91,7 @@ class FlagsPanel(DiffText):
             headlines.append(headline)
         headlines += [Text(line) for line in waiting]  # already packed to the width
         text.append(Text("\n").join(headlines))
-        for severity, name, subjects, since, why, todo in lines:
+        for _severity, name, _subjects, since, why, todo in lines:
             text.append(f"\n\n{name}", style="bold")
             text.append(f" since {since[0]}")
             text.append(f"\n  why: {printable(why)}")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.text import Text
 
 from console.fleet import format as fmt
-from console.tui.widgets.diff_text import DiffText
 from console.fleet.view import FleetView
 from console.tui.literal import fit, printable
+from console.tui.widgets.diff_text import DiffText
 from console.tui.widgets.flags_panel import title, title_of
 from console.tui.widgets.table_row import BADGES
 

@@ -10,22 +10,24 @@ from __future__ import annotations
 from rich.text import Text
 from textual.containers import Vertical
 
+from console.fleet.columns import CONSOLE_BY_KEY, CONSOLE_COLUMNS
 from console.fleet.format import short_names
-from console.fleet.view import COLUMN_BY_KEY, COLUMNS, TOTAL_KEY, FleetView, Row, RowFilter, sort_rows
+from console.fleet.view import FleetView, Row, RowFilter, sort_rows
+from console.metrics.figures import FLEET_TOTAL
 from console.tui.literal import fit, printable
-from console.tui.widgets.table_row import BADGE_WIDTH, WIDTHS, TableRow
 from console.tui.widgets.diff_text import DiffText
 from console.tui.widgets.scroll import ConsoleScroll
+from console.tui.widgets.table_row import BADGE_WIDTH, WIDTHS, TableRow
 
 ROW_MARGIN = 3  # rows kept current just outside the view, so a step of the cursor shows fresh figures at once
 
 
 def columns_for(width: int) -> tuple[str, ...]:
     """The columns that fit `width` cells, dropping the least important first."""
-    chosen = list(COLUMNS)
+    chosen = list(CONSOLE_COLUMNS)
     while chosen and BADGE_WIDTH + sum(WIDTHS[c.key] for c in chosen) > width:
-        least = max(chosen, key=lambda c: (c.priority, COLUMNS.index(c)))
-        if least.priority == 0:
+        least = max(chosen, key=lambda c: (c.console.priority, c.console.place))
+        if least.console.priority == 0:
             break
         chosen.remove(least)
     return tuple(c.key for c in chosen)
@@ -89,7 +91,7 @@ class FleetTable(Vertical):
         self._rows: dict[str, TableRow] = {}
         self._header = TableRow("header", classes="header")
         self._body = TableBody(self._show_held, classes="body")
-        self._total = TableRow(TOTAL_KEY, classes="total")
+        self._total = TableRow(FLEET_TOTAL, classes="total")
         self._filter_line = FilterLine(classes="filter-line")
         self._columns: tuple[str, ...] = columns_for(80)
         self._width = 80
@@ -156,7 +158,7 @@ class FleetTable(Vertical):
     def _header_cells(self) -> tuple[str, ...]:
         titles = []
         for key in self._columns:
-            title = COLUMN_BY_KEY[key].title
+            title = CONSOLE_BY_KEY[key].console.title
             if key == self.sort_key:
                 title += "▼" if self.descending else "▲"
             titles.append(title)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.text import Text
 
 from console.fleet import format as fmt
-from console.tui.widgets.diff_text import DiffText
 from console.fleet.view import Comparison, FleetView
 from console.tui.literal import fit
+from console.tui.widgets.diff_text import DiffText
 
 SYMBOLS = {"ok": "✓", "warning": "▲", "critical": "✖", "unknown": "?"}
 STYLES = {"ok": "plan-panel--ok", "warning": "plan-panel--warning", "critical": "plan-panel--critical", "unknown": "plan-panel--unknown"}

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from console.fleet import format as fmt
-from console.fleet.view import COLUMN_BY_KEY, Row
+from console.fleet.columns import CONSOLE_BY_KEY
+from console.fleet.view import Row
 from console.tui.literal import fit, fit_middle, printable
 from console.tui.widgets.diff_text import DiffText
 
@@ -25,20 +25,12 @@ BADGES = {
     "ok": "✓ ok", "unknown": "? ----",
 }
 OVER_MARK = "!"  # in the gap after a cell over its limit: readable without colour, and in a pasted copy
-_FORMATS = {
-    "rps": fmt.rate, "tps": fmt.compact, "count": fmt.count, "share": fmt.share,
-    "seconds": fmt.seconds, "per_second": fmt.rate,
-}
 
 
 def cell(row: Row, key: str) -> str:
-    column = COLUMN_BY_KEY[key]
-    value = row.value(key)
-    if key == "state":
-        return fmt.state(value)
-    if column.unit == "text":
-        return printable(value if value is not None else fmt.UNKNOWN)
-    return _FORMATS[column.unit](value)
+    column = CONSOLE_BY_KEY[key]
+    shown = column.show(row.figures)
+    return printable(shown) if column.unit == "text" else shown  # a replica's name: anyone's text
 
 
 def badge_style_name(row_mark: str, over: tuple[tuple[str, str], ...]) -> str:
@@ -96,7 +88,7 @@ class TableRow(DiffText):
             if key == "name":
                 part = fit_middle(value, width - 1) + " "
             else:
-                part = fit(value, width - 1, right=COLUMN_BY_KEY[key].unit != "text")
+                part = fit(value, width - 1, right=not CONSOLE_BY_KEY[key].is_text)
                 severity = over_by_column.get(key)
                 part += OVER_MARK if severity else " "
                 if severity:

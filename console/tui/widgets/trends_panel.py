@@ -7,8 +7,8 @@ import math
 from rich.text import Text
 
 from console.fleet import format as fmt
-from console.tui.widgets.diff_text import DiffText
 from console.fleet.trends import Trends
+from console.tui.widgets.diff_text import DiffText
 from console.tui.widgets.sparkline import bucketed, spark
 
 LABEL_WIDTH = 8

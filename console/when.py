@@ -1,4 +1,5 @@
-"""Times people type and read: the one parser for --from, --to and seek, and the one way times are shown.
+"""Times people type and read: the one parser for --from, --to and seek, the one way times are shown,
+and the durations of the --keep-* options.
 
 Accepted (`parse_when`):
 
@@ -13,23 +14,30 @@ Accepted (`parse_when`):
 Local means the machine's zone unless a `zone` is passed (tests, `--tz`). A time must
 fall in the years 1970 to 9999: beyond them datetime cannot show it, and no history
 file holds it.
+
+Durations (`parse_duration`, `show_duration`: --keep-raw, --keep-minutes) take the same
+units as relative times: s, m, h, d, w.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
+import os
 import re
-from datetime import date, datetime, time, tzinfo
+from datetime import UTC, date, datetime, time, tzinfo
 
 EXPECTED = (
     "expected an ISO date-time (2026-11-30 14:03, local unless it ends in Z or +01:00), "
     "HH:MM (today), a relative time (-15m, -2h, -3d), now, or unix seconds"
 )
 
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+# One table for relative times (-2h) and durations (48h).
+UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 _RELATIVE = re.compile(r"^([+-])\s*(\d+(?:\.\d+)?)\s*([smhdw])$")
 _CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
 _UNIX = re.compile(r"^\d+(?:\.\d+)?$")
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", re.IGNORECASE)
 EARLIEST = 0.0  # 1970-01-01 00:00 UTC
 LATEST = 253_402_300_799.0  # 9999-12-31 23:59:59 UTC
 
@@ -66,7 +74,7 @@ def _parsed(given: str, now: float, zone: tzinfo | None) -> float:
     relative = _RELATIVE.match(lowered)
     if relative:
         sign, amount, unit = relative.groups()
-        offset = float(amount) * _UNITS[unit]
+        offset = float(amount) * UNITS[unit]
         return float(now) + (offset if sign == "+" else -offset)
     if _UNIX.match(given):
         return float(given)
@@ -75,7 +83,7 @@ def _parsed(given: str, now: float, zone: tzinfo | None) -> float:
         hour, minute, second = int(clock[1]), int(clock[2]), int(clock[3] or 0)
         if hour > 23 or minute > 59 or second > 59:
             raise ValueError(f"{given!r} is not a time of day; {EXPECTED}")
-        today = datetime.fromtimestamp(now, zone).date() if zone is not None else datetime.fromtimestamp(now).date()
+        today = datetime.fromtimestamp(now, zone).date() if zone is not None else datetime.fromtimestamp(now).date()  # noqa: DTZ006 - no zone: the machine's
         return _local(datetime.combine(today, time(hour, minute, second)), zone)
     iso = given[:-1] + "+00:00" if given[-1] in "zZ" else given
     try:
@@ -90,11 +98,11 @@ def _parsed(given: str, now: float, zone: tzinfo | None) -> float:
     return _local(parsed, zone)
 
 
-def format_when(at: float, zone: tzinfo | None = None) -> str:
+def format_when(at: float | None, zone: tzinfo | None = None) -> str:
     """`2026-11-30 14:03:22` in the local zone (or `zone`); unknown as "–"."""
     if at is None or not math.isfinite(at):
         return "–"
-    moment = datetime.fromtimestamp(at, zone) if zone is not None else datetime.fromtimestamp(at)
+    moment = datetime.fromtimestamp(at, zone) if zone is not None else datetime.fromtimestamp(at)  # noqa: DTZ006 - no zone: the machine's
     return moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
@@ -106,8 +114,7 @@ def iso_when(at: float, zone: tzinfo | None = None) -> str:
 
 def local_zone() -> tzinfo:
     """The machine's time zone with its DST rules (TZ, else /etc/localtime), not just today's offset."""
-    import os  # noqa: PLC0415
-    from zoneinfo import ZoneInfo  # noqa: PLC0415
+    from zoneinfo import ZoneInfo  # noqa: PLC0415 - loaded only by the commands that read the machine's zone
 
     name = os.environ.get("TZ", "").lstrip(":")
     if name:
@@ -119,7 +126,9 @@ def local_zone() -> tzinfo:
         with open("/etc/localtime", "rb") as file:
             return ZoneInfo.from_file(file, key="localtime")
     except (OSError, ValueError):
-        return datetime.now().astimezone().tzinfo
+        # Today's offset alone. astimezone() gives an aware time, so the None is only in the type.
+        fixed = datetime.now().astimezone().tzinfo
+        return fixed if fixed is not None else UTC
 
 
 def zone_named(name: str) -> tzinfo:
@@ -132,3 +141,30 @@ def zone_named(name: str) -> tzinfo:
         return zone_info(name.strip())
     except ZoneNameError as error:  # a region ("Europe"), a path, 5,000 characters: one line, never an OSError
         raise ValueError(f"{error.problem}; expected {error.expected}, or local") from None
+
+
+def parse_duration(text: str) -> float:
+    """'48h' -> 172800.0; units s, m, h, d, w. A bare number is refused: 48 what?
+
+    The `type=` of the --keep-* options, hence argparse's error type.
+    """
+    found = _DURATION.fullmatch(text)
+    if not found and text.strip().startswith("-"):
+        # `--keep-raw -48h` arrives whole (console.cli.joined_values): say what is wrong with it.
+        raise argparse.ArgumentTypeError(f"{text!r}: a negative duration; expected a duration longer than zero, like 48h")
+    if not found:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a duration with a unit, like 30m, 48h, 90d or 2w")
+    seconds = float(found.group(1)) * UNITS[found.group(2).lower()]
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a duration longer than zero, like 48h")
+    return seconds
+
+
+def show_duration(seconds: float) -> str:
+    """As people write retention: 48h, 7d, 90d (whole days from three on, hours below), 30m, 90s."""
+    if seconds % UNITS["d"] == 0 and seconds >= 3 * UNITS["d"]:
+        return f"{seconds / UNITS['d']:g}d"
+    for unit in ("h", "m"):
+        if seconds >= UNITS[unit] and seconds % UNITS[unit] == 0:
+            return f"{seconds / UNITS[unit]:g}{unit}"
+    return f"{seconds:g}s"

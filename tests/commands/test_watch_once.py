@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from metrics.pages import REPO, V032_SMALL_KV, advance, sample_text
-from .servers import closed_port, pages_in_turn, serve
+from tests.metrics.pages import REPO, V032_SMALL_KV, advance, sample_text
+from tests.sources.servers import closed_port, pages_in_turn, serve
 
 ISSUE_KEYS = {
     "name", "url", "state", "requests_per_second", "prompt_tokens_per_second", "generation_tokens_per_second",
@@ -55,7 +55,7 @@ async def test_once_json_against_two_replicas_and_a_dead_one():
     replicas = report["replicas"]
     assert [r["state"] for r in replicas] == ["up", "up", "down"]
     for figures in [*replicas, report["fleet"]]:
-        assert ISSUE_KEYS <= set(figures)
+        assert set(figures) >= ISSUE_KEYS
     first, second, gone = replicas
     assert first["mean_input_tokens"] == pytest.approx(64.0) and first["mean_output_tokens"] == pytest.approx(16.0)
     assert first["prompt_tokens_per_second"] == pytest.approx(64 * first["requests_per_second"])
@@ -84,7 +84,7 @@ async def test_once_table_shows_replicas_the_fleet_and_unknowns():
 
 
 async def test_exit_code_is_non_zero_when_no_target_answered():
-    code, out, err = await capcon("watch", "--once", "--json", "--interval", "0.2", "--target", f"127.0.0.1:{closed_port()}")
+    code, out, _err = await capcon("watch", "--once", "--json", "--interval", "0.2", "--target", f"127.0.0.1:{closed_port()}")
     assert code == 1
     assert json.loads(out)["replicas"][0]["state"] == "down"
 
@@ -100,7 +100,7 @@ async def test_exit_code_is_non_zero_when_no_target_answered():
     ],
 )
 async def test_bad_arguments_are_one_line_and_exit_2(args, message):
-    code, out, err = await capcon("watch", *args)
+    code, _out, err = await capcon("watch", *args)
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
@@ -125,7 +125,7 @@ async def test_targets_from_the_plan_fleet_section(tmp_path):
 
 
 async def test_prometheus_down_is_a_source_error_and_exit_1():
-    code, out, err = await capcon("watch", "--once", "--json", "--source", "prometheus", "--prometheus", f"http://127.0.0.1:{closed_port()}", "--timeout", "2")
+    code, out, _err = await capcon("watch", "--once", "--json", "--source", "prometheus", "--prometheus", f"http://127.0.0.1:{closed_port()}", "--timeout", "2")
     report = json.loads(out)
     assert code == 1 and report["source"] == "prometheus"
     assert report["source_error"] and report["fleet"]["running"] is None
@@ -226,7 +226,7 @@ ACTIVE_KEYS = {"kind", "subject", "severity", "since", "since_time", "why", "tod
 PENDING_KEYS = ACTIVE_KEYS | {"held_seconds", "needed_seconds"}
 
 
-@pytest.fixture()
+@pytest.fixture
 async def troubled_fleet():
     """Three targets: one queueing (saturation pending), one whose counters go down (restarted, raised at
     once), one refusing connections (down, pending for its 10 s)."""
@@ -271,7 +271,7 @@ async def test_once_table_with_a_plan_lists_the_flags_one_line_each(troubled_fle
     assert code == 0, err
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("flags: "))
-    assert start > [i for i, line in enumerate(lines) if line.startswith("fleet ")][0]  # under the table
+    assert start > next(i for i, line in enumerate(lines) if line.startswith("fleet "))  # under the table
     summary, flags = lines[start], lines[start + 1:]
     active, pending = (int(n) for n in re.match(r"flags: (\d+) active, (\d+) pending$", summary).groups())
     assert len(flags) == active + pending and active >= 1

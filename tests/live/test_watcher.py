@@ -11,21 +11,21 @@ from aiohttp import web
 
 from console.commands import watch
 from console.errors import UserError
+from console.live.handle import FleetHandle
+from console.live.watcher import Watcher
 from console.metrics.exposition import parse
 from console.metrics.figures import Figures, FleetFigures
 from console.metrics.vllm import sample_from_page
 from console.sources import promql
-from console.sources.base import Target, TargetResult
 from console.sources.prometheus import PrometheusSource
 from console.sources.scrape import ScrapeSource
-from console.tui.app import ConsoleApp, FleetHandle
-from console.watcher import Watcher
+from console.targets import Target, TargetResult
+from console.tui.app import ConsoleApp
+from tests.metrics.pages import V032_IDLE, V032_SMALL_KV, advance, sample_text
+from tests.sources.servers import pages_in_turn, serve
+from tests.sources.test_prometheus_source import answers_for
 from tests.tui.conftest import settle
 from tests.tui.fakes import FakeClock, FakeWatcher, normal_fleet
-
-from metrics.pages import V032_IDLE, V032_SMALL_KV, advance, sample_text
-from .servers import pages_in_turn, serve
-from .test_prometheus_source import answers_for
 
 
 class ScriptedSource:
@@ -65,7 +65,7 @@ def growing_pages(count: int) -> list[str]:
 async def run_polls(watcher: Watcher, clock: Clock, polls: int, step: float = 1.0) -> list[FleetFigures]:
     out = []
     for _ in range(polls):
-        out.append(await watcher.poll())
+        out.append((await watcher.poll()).figures)
         clock.now += step
     return out
 
@@ -120,7 +120,7 @@ class FixedFigures:
 async def test_a_figure_source_judges_staleness_itself(age, state):
     # 30 s is fifteen 2-second intervals: still current for Prometheus, which scrapes every 15-60 s.
     watcher = Watcher(FixedFigures(age, state), window_seconds=60, interval_seconds=2)
-    figures = await watcher.poll()
+    figures = (await watcher.poll()).figures
     assert figures.replicas[0].state == state and figures.source == "prometheus"
 
 
@@ -172,7 +172,7 @@ async def test_refreshes_further_apart_than_the_window_still_give_figures_over_t
     assert figures[3].replicas[0].prompt_tokens_per_second == pytest.approx((9 - 4) / 5)
     assert figures[3].fleet.prompt_tokens_per_second == pytest.approx((9 - 4) / 5)
     assert figures[3].window_seconds == 5.0  # the span the figures cover, not the 2 s asked for
-    assert len(watcher._rings["u"]) == 2
+    assert watcher.ring_length("u") == 2
 
 
 async def test_a_window_wider_than_the_refresh_reports_itself():
@@ -186,11 +186,11 @@ async def test_data_from_before_a_gap_is_not_the_older_sample():
     pages = growing_pages(4)
     clock = Clock()
     watcher = Watcher(ScriptedSource(pages), window_seconds=10, interval_seconds=1, clock=clock)
-    first = await watcher.poll()
+    first = (await watcher.poll()).figures
     clock.now += 30.0  # the replica was unreachable for half a minute
-    after_gap = await watcher.poll()
+    after_gap = (await watcher.poll()).figures
     clock.now += 1.0
-    resumed = await watcher.poll()
+    resumed = (await watcher.poll()).figures
     assert first.replicas[0].prompt_tokens_per_second is None
     assert after_gap.replicas[0].prompt_tokens_per_second is None  # not a rate averaged over the gap
     assert after_gap.window_seconds == 10
@@ -251,7 +251,7 @@ async def test_polls_never_overlap():
         finally:
             await watcher.aclose()
     assert in_flight["total"] == 3 and in_flight["max"] == 1
-    assert all(r.replicas[0].state == "up" for r in results)
+    assert all(r.figures.replicas[0].state == "up" for r in results)
 
 
 async def test_a_scraped_counter_reset_is_a_restart():
@@ -262,7 +262,7 @@ async def test_a_scraped_counter_reset_is_a_restart():
     async with serve(pages_in_turn(base, later, reset)) as url:
         watcher = Watcher(ScrapeSource([Target("r", url + "/metrics")]), window_seconds=60)
         try:
-            states = [(await watcher.poll()).replicas[0] for _ in range(3)]
+            states = [(await watcher.poll()).figures.replicas[0] for _ in range(3)]
         finally:
             await watcher.aclose()
     assert [s.state for s in states] == ["up", "up", "restarted"]
@@ -271,7 +271,7 @@ async def test_a_scraped_counter_reset_is_a_restart():
 
 async def test_a_bigger_model_behind_the_same_url_is_a_restart_not_nine_million_requests_a_second():
     # A 7B replaced by a 70B on the same address, its counters larger, the start time not on the page.
-    base = "\n".join(l for l in sample_text(V032_SMALL_KV).splitlines() if not l.startswith("process_start")) + "\n"
+    base = "\n".join(row for row in sample_text(V032_SMALL_KV).splitlines() if not row.startswith("process_start")) + "\n"
     later = advance(base, counters={"vllm:request_success_total": 1.0})
     swapped = advance(base.replace('model_name="tiny"', 'model_name="llama-70b"'),
                       counters={"vllm:request_success_total": 90_528_700.0})
@@ -291,7 +291,7 @@ async def test_an_infinite_gauge_on_one_replica_does_not_take_the_console_down()
     async with serve(pages_in_turn(hostile)) as url:
         watcher = Watcher(ScrapeSource([Target("r", url + "/metrics")]), window_seconds=60)
         try:
-            figures = [await watcher.poll() for _ in range(2)]
+            figures = [(await watcher.poll()).figures for _ in range(2)]
         finally:
             await watcher.aclose()
     replica = figures[-1].replicas[0]
@@ -303,7 +303,7 @@ async def test_a_long_window_keeps_a_bounded_ring_and_the_right_span():
     clock = Clock()
     watcher = Watcher(ScriptedSource(growing_pages(400)), window_seconds=300, interval_seconds=1, clock=clock)
     figures = await run_polls(watcher, clock, 400)
-    assert len(watcher._rings["u"]) <= 32
+    assert watcher.ring_length("u") <= 32
     # The older sample is the oldest kept one inside the window: at most 1/30 of it (10 s) late.
     last = figures[-1].replicas[0].prompt_tokens_per_second
     candidates = [(399**2 - i**2) / (399 - i) for i in range(99, 109)]

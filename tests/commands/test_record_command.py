@@ -20,13 +20,12 @@ from console.commands.recording import (
     MINUTES_DEFAULT,
     RAW_DEFAULT,
     history_path,
-    parse_duration,
-    show_duration,
 )
 from console.commands.recording import polls as poll_words
 from console.store import retention
 from console.store.database import Store
 from console.store.paths import default_history_path
+from console.when import parse_duration, show_duration
 from tests.store.recorder_polls import (
     REPO,
     capcon,
@@ -264,7 +263,7 @@ def test_demo_refuses_a_db_in_a_missing_folder_and_the_default_folder_is_still_m
     from console.errors import UserError
 
     parser = build_parser()
-    with pytest.raises(UserError, match="folder .*missing does not exist; expected an existing folder"):
+    with pytest.raises(UserError, match=r"folder .*missing does not exist; expected an existing folder"):
         history_path(parser.parse_args(["demo", "--db", str(tmp_path / "missing" / "h.sqlite")]), default_on=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     path = history_path(parser.parse_args(["watch", "--target", "x:1"]))

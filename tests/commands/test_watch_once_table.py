@@ -2,7 +2,8 @@
 
 import pytest
 
-from console.commands.watch_output import COLUMNS, render_table
+from console.commands.watch_output import render_table
+from console.fleet.columns import ONCE_COLUMNS as COLUMNS
 from console.metrics.figures import Figures, FleetFigures
 
 

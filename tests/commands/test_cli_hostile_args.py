@@ -8,7 +8,6 @@ import contextlib
 import importlib
 import io
 import math
-import os
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from hypothesis import strategies as st
 from console.args import MAX_WORD_CHARACTERS, OPTION_LIMITS
 from console.cli import VERBS, main
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PLAN = "plans/internal-assistant-18rps.yaml"
 TARGET = "127.0.0.1:9"  # nothing listens: every case here is refused before polling
 
@@ -53,7 +52,7 @@ def _one_line(code: int, out: str, err: str, seconds: float) -> str:
     [
         (["watch", "--target", "h\udcff:8000", "--once"], "argument 3 (the value of --target)", r"b'h\xff:8000'"),
         (["watch", "--name", "fleet-\udcff\udcfe", "--target", TARGET, "--once"], "argument 3 (the value of --name)", r"b'fleet-\xff\xfe'"),
-        (["record", f"--name=caf\udce9", "--target", TARGET], "argument 2 (--name=...)", r"b'--name=caf\xe9'"),
+        (["record", "--name=caf\udce9", "--target", TARGET], "argument 2 (--name=...)", r"b'--name=caf\xe9'"),
         (["plan", "plan-\udcff.yaml"], "argument 2", r"b'plan-\xff.yaml'"),
         (["history", "--tz", "Europe/\udcff"], "argument 3 (the value of --tz)", r"b'Europe/\xff'"),
         (["\udcff"], "argument 1", r"b'\xff'"),
@@ -189,7 +188,7 @@ def test_any_words_after_any_verb_never_raise(verb, words):
     module = importlib.import_module(f"console.commands.{verb}")
     with mock.patch.object(module, "run", _stub):
         try:
-            code, out, err, seconds = _run([verb, *words])
+            code, _out, err, seconds = _run([verb, *words])
         except _Ran as ran:
             event("ran")
             for dest, limit in OPTION_LIMITS.items():

@@ -28,7 +28,7 @@ def run(capsys, *argv):
 @pytest.fixture(scope="module")
 def recent(tmp_path_factory):
     """Ten minutes of one replica ending a minute ago (the real clock), so `-15m` reaches into it."""
-    import time  # noqa: PLC0415
+    import time
 
     path = tmp_path_factory.mktemp("dash") / "h.sqlite"
     store = Store.open(path)
@@ -50,7 +50,7 @@ def test_from_minus_fifteen_minutes_reads_as_it_does_with_an_equals_sign(recent,
     assert "expected one argument" not in spaced[2]
     assert spaced[1].count("\n") > 1
     if verb == "history":  # the two runs start a moment apart: the figures agree, the first row's start does not
-        import json  # noqa: PLC0415
+        import json
 
         def figures(out):
             return [(r["requests"], r["busiest_rps"]) for f in json.loads(out)["fleets"] for r in f["rows"]]

@@ -1,8 +1,9 @@
-"""The one poll loop: source -> window -> figures, handing out immutable snapshots.
+"""Source -> window -> figures: what one poll of a fleet saw, as an immutable `Poll`.
 
-The TUI, `capcon watch --once` and the recorder all drive a Watcher; none of them
-builds a pipeline of its own. Each `poll()` asks the source once (one scrape per
-target) and polls never overlap: a second caller waits for the first to finish.
+The console, `capcon record` and `capcon watch --once` all poll through a Watcher
+(console.live.loop drives it); none of them builds a pipeline of its own. Each `poll()`
+asks the source once (one scrape per target) and polls never overlap: a second caller
+waits for the first to finish.
 
 For a sample source the watcher keeps a ring of samples per replica and computes
 each figure against the oldest sample inside the window (10 s, 1 min, 5 min...).
@@ -25,12 +26,14 @@ import asyncio
 import math
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
-from console.metrics.figures import Figures, FleetFigures, vetted_fleet_figures
+from console.metrics.figures import Figures, FleetFigures, ReplicaState, vetted_fleet_figures
 from console.metrics.vllm import ReplicaSample, restart_reason, vet_sample
-from console.metrics.window import fleet_figures, replica_figures, replica_window
-from console.sources.base import FigureSource, SampleSource, TargetResult
+from console.metrics.window import ReplicaWindow, fleet_figures, replica_figures, replica_window
+from console.sources.base import FigureSource, SampleSource
+from console.targets import TargetResult
 
 # Slack on the window edge for scheduling jitter: a sample a little older than the window still
 # counts, but never one a whole interval older.
@@ -41,18 +44,47 @@ RING_STEPS = 30
 REACH_INTERVALS = 2.0
 
 
+@dataclass(frozen=True)
+class Poll:
+    """What one poll saw: the figures, and what the recorder stores so a replay computes the very same ones."""
+
+    figures: FleetFigures
+    results: tuple[TargetResult, ...] | None  # a sample source's raw results; None from a figure source
+    watched_at: float  # the `now` the window math used
+    window_seconds: float
+    interval_seconds: float  # the watcher's own: it sets the window slack (the console's +/- only poll more often)
+
+
+@dataclass(frozen=True)
+class WatcherMemory:
+    """A copy of a watcher's memory (rings of immutable samples): enough to carry on from a poll (replay keyframes)."""
+
+    source: str
+    window_seconds: float
+    interval_seconds: float
+    rings: dict[str, tuple[ReplicaSample, ...]]
+    last_good: dict[str, float]
+    restarted: frozenset[str]
+    latest: dict[str, ReplicaSample]
+
+
+class RecordedSource:
+    """A recorded source's name, for a watcher that only replays results (figures carry `source`)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
 class Watcher:
     def __init__(
         self,
-        source: SampleSource | FigureSource,
+        source: SampleSource | FigureSource | RecordedSource,
         window_seconds: float,
-        plan=None,
         interval_seconds: float = 1.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.source = source
         self.window_seconds = window_seconds
-        self.plan = plan
         self.interval_seconds = interval_seconds
         self._clock = clock
         self._lock = asyncio.Lock()
@@ -60,36 +92,54 @@ class Watcher:
         self._last_good: dict[str, float] = {}
         self._restarted: set[str] = set()  # urls restarted, until a full post-restart pair exists
         self._latest: dict[str, ReplicaSample] = {}
-        self.last: FleetFigures | None = None
-        # What the last poll saw, for the recorder: the raw results (None from a figure source)
-        # and the `now` the window math used, so a replay computes the very same figures.
-        self.last_results: tuple[TargetResult, ...] | None = None
-        self.last_watched_at: float | None = None
 
     @property
     def source_name(self) -> str:
-        return getattr(self.source, "name", type(self.source).__name__)
+        name = getattr(self.source, "name", None)
+        return name if isinstance(name, str) else type(self.source).__name__
 
-    async def poll(self) -> FleetFigures:
-        """Ask the source once and return the figures; concurrent callers are served in turn."""
+    async def poll(self) -> Poll:
+        """Ask the source once; concurrent callers are served in turn."""
         async with self._lock:
             now = self._clock()
             if isinstance(self.source, SampleSource):
-                results = await self.source.fetch(now)
+                results = tuple(await self.source.fetch(now))
                 # A fresh scrape is never stale; a failed one shows its failure and the data age.
-                return self.replay(results, self._clock())
+                watched_at = self._clock()
+                return self._poll(self.replay(results, watched_at), results, watched_at)
+            if not isinstance(self.source, FigureSource):
+                raise TypeError(f"{self.source_name}: a recorded source cannot be polled, only replayed")
             # Prometheus marks its own stale targets, against its scrape interval and the window.
             # Held to the same impossible-value rule as scraped pages: Prometheus relays what replicas said.
-            figures = vetted_fleet_figures(await self.source.collect(now))
-            self.last, self.last_results, self.last_watched_at = figures, None, now
-            return figures
+            return self._poll(vetted_fleet_figures(await self.source.collect(now)), None, now)
 
-    def replay(self, results, now: float) -> FleetFigures:
+    def _poll(self, figures: FleetFigures, results: tuple[TargetResult, ...] | None, watched_at: float) -> Poll:
+        return Poll(figures, results, watched_at, self.window_seconds, self.interval_seconds)
+
+    def replay(self, results: Iterable[TargetResult], now: float) -> FleetFigures:
         """Figures from results fetched earlier (a recorded poll) as if polled at `now`; live polls come through here too."""
-        results = tuple(results)
-        figures = self._from_samples(list(results), now)
-        self.last, self.last_results, self.last_watched_at = figures, results, now
-        return figures
+        return self._from_samples(list(results), now)
+
+    def memory(self) -> WatcherMemory:
+        return WatcherMemory(
+            self.source_name, self.window_seconds, self.interval_seconds,
+            {url: tuple(ring) for url, ring in self._rings.items()},
+            dict(self._last_good), frozenset(self._restarted), dict(self._latest),
+        )
+
+    @classmethod
+    def from_memory(cls, memory: WatcherMemory) -> Watcher:
+        """A watcher that carries on from `memory`, replaying recorded results only."""
+        watcher = cls(RecordedSource(memory.source), memory.window_seconds, interval_seconds=memory.interval_seconds)
+        watcher._rings = {url: deque(ring) for url, ring in memory.rings.items()}
+        watcher._last_good = dict(memory.last_good)
+        watcher._restarted = set(memory.restarted)
+        watcher._latest = dict(memory.latest)
+        return watcher
+
+    def ring_length(self, url: str) -> int:
+        """How many samples the watcher keeps for one replica (bounded whatever the interval)."""
+        return len(self._rings.get(url, ()))
 
     async def aclose(self) -> None:
         close = getattr(self.source, "aclose", None)
@@ -98,8 +148,8 @@ class Watcher:
 
     def _from_samples(self, results: list[TargetResult], now: float) -> FleetFigures:
         replicas: list[Figures] = []
-        windows = []
-        computed = []
+        windows: list[tuple[ReplicaSample | None, ReplicaSample]] = []
+        computed: list[ReplicaWindow | None] = []
         for result in results:
             figures, window, counted = self._replica(result, now)
             replicas.append(figures)
@@ -110,7 +160,7 @@ class Watcher:
         newest = max((r.fetched_at for r in results), default=now)
         return FleetFigures(self._span_covered(windows), self.source_name, tuple(replicas), fleet, newest)
 
-    def _span_covered(self, windows) -> float:
+    def _span_covered(self, windows: list[tuple[ReplicaSample | None, ReplicaSample]]) -> float:
         """The window, or the longer span the figures really cover when refreshes are further apart."""
         slack = self._slack()
         spans = [newer.at - older.at for older, newer in windows if older is not None and newer is not None]
@@ -122,10 +172,12 @@ class Watcher:
     def _slack(self) -> float:
         return min(self.window_seconds * WINDOW_SLACK, self.interval_seconds * 0.5)
 
-    def _replica(self, result: TargetResult, now: float):
+    def _replica(
+        self, result: TargetResult, now: float
+    ) -> tuple[Figures, tuple[ReplicaSample | None, ReplicaSample] | None, ReplicaWindow | None]:
         ring = self._rings.setdefault(result.url, deque())
         if result.sample is not None and not math.isfinite(result.sample.at):
-            result = TargetResult(result.name, result.url, "bad_payload", None, "a sample without a usable time", result.fetched_at)
+            result = TargetResult(result.name, result.url, ReplicaState.BAD_PAYLOAD, None, "a sample without a usable time", result.fetched_at)
         if result.sample is None:
             last_good = self._last_good.get(result.url)
             age = now - last_good if last_good is not None else None
@@ -163,8 +215,8 @@ class Watcher:
         if not ring:
             ring.append(sample)
         older = ring[0] if ring[0] is not sample else None
-        state = "restarted" if result.url in self._restarted else "up"
-        if state == "restarted":
+        state = ReplicaState.RESTARTED if result.url in self._restarted else ReplicaState.UP
+        if state is ReplicaState.RESTARTED:
             # Shown on the poll that found the restart, so why is known (a model, start time, counter...).
             error = f"restarted ({reason}): rates resume after the next refresh" if reason else "restarted: rates resume after the next refresh"
         else:

@@ -96,7 +96,7 @@ def test_unknown_theme_lists_the_themes_and_exits_2_before_starting(capsys, argv
 
 
 def test_version_is_the_installed_package_s_and_exits_0(capsys):
-    from importlib.metadata import version  # noqa: PLC0415
+    from importlib.metadata import version
 
     assert _exit_code(["--version"]) == 0
     out, err = capsys.readouterr()
@@ -105,9 +105,9 @@ def test_version_is_the_installed_package_s_and_exits_0(capsys):
 
 
 def test_version_through_the_installed_command():
-    import subprocess  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-    from pathlib import Path  # noqa: PLC0415
+    import subprocess
+    import sys
+    from pathlib import Path
 
     script = Path(sys.executable).with_name("capcon")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "console"]

@@ -6,12 +6,13 @@ the console does without importing Textual.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable
 from zoneinfo import ZoneInfo
 
 from console.fleet.plan_now import PlanNow, plan_now
+from console.live.watcher import Watcher
 from console.plan.model import Plan
 
 
@@ -19,7 +20,7 @@ from console.plan.model import Plan
 class FleetHandle:
     name: str
     plan: Plan | None
-    watcher: Any  # console.watcher.Watcher, or anything with `async poll() -> FleetFigures`
+    watcher: Watcher
     # What the plan expects at a moment; defaults to the planner's schedule for `plan`.
     expect: Callable[[float], PlanNow | None] | None = None
     # Where in the plan's week the console reads it at `now`, as a time on the plan's own clock
@@ -38,9 +39,10 @@ class FleetHandle:
         if self.expect is not None:
             return self.expect(now)
         at = self.plan_time(now)
-        return plan_now(self.plan, at) if at is not None else None
+        return plan_now(self.plan, at) if self.plan is not None and at is not None else None
 
 
 def utc_offset_seconds(zone: str, at: float) -> float:
     """How far the plan's clock is ahead of UTC at `at` (DST included); the zone was checked when the plan loaded."""
-    return datetime.fromtimestamp(at, ZoneInfo(zone)).utcoffset().total_seconds()
+    offset = datetime.fromtimestamp(at, ZoneInfo(zone)).utcoffset()
+    return offset.total_seconds() if offset is not None else 0.0

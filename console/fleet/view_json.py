@@ -1,0 +1,125 @@
+"""A fleet view as JSON: each replica's figures and the fleet's, the plan beside them, and the flags.
+
+The form `watch --once --json` prints, one object per fleet. Unknown is null, never NaN; the keys
+are the same with or without a plan. The history file keeps figures in a form of its own
+(`Figures.to_json`), read back by `Figures.from_json`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from console.fleet.view import Comparison, FleetView
+from console.metrics.figures import Figures, FleetFigures
+from console.plan.model import DAYS
+
+FIGURE_FIELDS = (
+    "name",
+    "url",
+    "state",
+    "requests_per_second",
+    "prompt_tokens_per_second",
+    "generation_tokens_per_second",
+    "running",
+    "waiting",
+    "kv_usage",
+    "preemptions_per_second",
+    "prefix_hit_share",
+    "ttft_p50_seconds",
+    "ttft_p95_seconds",
+    "ttft_p99_seconds",
+    "itl_p95_seconds",
+    "tpot_p95_seconds",
+    "e2e_p95_seconds",
+    "queue_p95_seconds",
+    "mean_input_tokens",
+    "mean_output_tokens",
+)
+
+
+def figures_json(figures: Figures) -> dict:
+    out = {}
+    for key in FIGURE_FIELDS:
+        value = getattr(figures, key)
+        out[key] = None if isinstance(value, float) and not math.isfinite(value) else value
+    out["kv_usage_by_engine"] = dict(figures.kv_usage_by_engine)
+    out["kv_capacity_tokens"] = figures.kv_capacity_tokens
+    out["kv_capacity_tokens_by_engine"] = dict(figures.kv_capacity_tokens_by_engine)
+    out["requests_per_second_by_reason"] = dict(figures.requests_per_second_by_reason)
+    out["rejections_per_second"] = figures.rejections_per_second
+    out["data_age_seconds"] = figures.data_age_seconds
+    out["error"] = figures.error or None
+    return out
+
+
+def comparison_json(c: Comparison) -> dict:
+    return {
+        "label": c.label,
+        "planned": c.planned,
+        "actual": c.actual,
+        "unit": c.unit,
+        "status": c.status,
+        "note": c.note or None,
+    }
+
+
+def flags_json(view: FleetView | None, iso_time: Callable[[float], str]) -> dict:
+    """Raised flags, and the conditions that hold but have not lasted their minimum duration yet.
+
+    `iso_time` writes a moment as the caller's readers expect it (the local zone's ISO 8601).
+    """
+    if view is None:
+        return {"active": [], "pending": []}
+    todo = {flag_id: tracker.todo for flag_id, tracker in view.flag_state.trackers.items()}
+    active = [
+        {
+            "kind": f.kind,
+            "subject": f.subject,
+            "severity": f.severity,
+            "since": f.since,
+            "since_time": iso_time(f.since),
+            "why": f.why,
+            "todo": f.todo,
+        }
+        for f in view.flags
+    ]
+    pending = [
+        {
+            "kind": p.kind,
+            "subject": p.subject,
+            "severity": p.severity,
+            "since": p.since,
+            "since_time": iso_time(p.since),
+            "held_seconds": round(max(view.now - p.since, 0.0), 3),
+            "needed_seconds": p.needed_seconds,
+            "why": p.why,
+            "todo": todo.get(p.id),
+        }
+        for p in view.pending
+    ]
+    return {"active": active, "pending": pending}
+
+
+def fleet_view_json(
+    figures: FleetFigures, view: FleetView | None, plan_file: str | None, iso_time: Callable[[float], str]
+) -> dict:
+    """The figures, the plan beside them and the flags; unknown as null.
+
+    `view` (a FleetView of the last poll) gives the comparisons and flags; without one (a caller
+    with figures only) they are empty. Keys are the same with or without a plan.
+    """
+    plan = view.plan if view is not None else None
+    return {
+        "plan": plan.plan_name if plan is not None else None,
+        "plan_file": plan_file if plan is not None else None,
+        "plan_at": {"weekday": DAYS[plan.weekday], "hour": plan.hour} if plan is not None else None,
+        "window_seconds": figures.window_seconds,
+        "source": figures.source,
+        "at": figures.at,
+        "source_error": figures.source_error or None,
+        "replicas": [figures_json(r) for r in figures.replicas],
+        "fleet": figures_json(figures.fleet),
+        "comparisons": [comparison_json(c) for c in view.comparisons] if view is not None else [],
+        "flags": flags_json(view, iso_time),
+    }

@@ -1,0 +1,65 @@
+"""One fleet's polls turned into views and history records: the step the console, `capcon record` and
+`capcon watch --once --db` all take, so flag changes (raised, cleared) are recorded the same way everywhere.
+
+It keeps the previous view (trends and flags carry over); without a recorder it only builds views.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from console.fleet.flags import changes
+from console.fleet.view import FleetView, advance
+from console.live.handle import FleetHandle
+from console.live.watcher import Poll
+from console.plan.model import Plan
+from console.store.records import FlagChange, PollRecord
+
+
+class Recorder(Protocol):
+    """What the feed hands its records to (console.store.recorder.Recorder): it never blocks a poll."""
+
+    def submit(self, record: PollRecord) -> object: ...
+
+
+class PollFeed:
+    def __init__(self, handle: FleetHandle, recorder: Recorder | None = None) -> None:
+        self.handle = handle
+        self.recorder = recorder
+        self.previous: FleetView | None = None
+
+    def add(self, poll: Poll, now: float) -> FleetView:
+        """The view of this poll (as the console builds it at `now`), handed to the recorder."""
+        handle = self.handle
+        view = advance(self.previous, handle.name, poll.figures, handle.plan_at(now), now)
+        if self.recorder is not None:
+            self.recorder.submit(poll_record(handle.name, poll, self.previous, view, handle.plan, handle.plan_time(view.now)))
+        self.previous = view
+        return view
+
+
+def poll_record(
+    fleet: str, poll: Poll, previous: FleetView | None, view: FleetView, plan: Plan | None, plan_clock: float | None = None
+) -> PollRecord:
+    """What to store for one poll: its raw results and `now`, and the view's flag changes.
+
+    `previous` and `view` are the FleetViews before and after this poll.
+    """
+    flag_changes = []
+    for change, flag in changes(previous.flag_state if previous is not None else None, view.flag_state):
+        row = view.row(flag.subject)
+        flag_changes.append(FlagChange(change, flag, row.figures if row is not None else None))
+    return PollRecord(
+        fleet=fleet,
+        at=view.now,
+        watched_at=poll.watched_at,
+        source=view.figures.source,
+        window_seconds=poll.window_seconds,
+        interval_seconds=poll.interval_seconds,
+        results=poll.results,
+        figures=view.figures if poll.results is None else None,
+        plan=plan,
+        flag_changes=tuple(flag_changes),
+        source_error=view.figures.source_error,
+        plan_clock=plan_clock,
+    )

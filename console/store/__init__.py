@@ -1,0 +1,1 @@
+"""The history file: what the console saw, recorded, kept and read back."""

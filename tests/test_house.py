@@ -1,0 +1,54 @@
+"""The house checks: lint, format, import contracts and types, each run as its tool runs from the repository root.
+
+The tools are test dependencies (the `test` extra) and their settings live in pyproject.toml; each check runs with
+this interpreter, so it is the tool installed beside the tests, whatever else is on PATH.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(tool: str, *command: str) -> None:
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=240)
+    if done.returncode != 0:
+        pytest.fail(f"{tool} exited {done.returncode}:\n{done.stdout}{done.stderr}", pytrace=False)
+
+
+def test_ruff_finds_nothing_to_flag():
+    run("ruff check", sys.executable, "-m", "ruff", "check", ".")
+
+
+def test_ruff_format_would_change_nothing():
+    run("ruff format --check", sys.executable, "-m", "ruff", "format", "--check", ".")
+
+
+def test_every_import_contract_is_kept():
+    # import-linter has no `python -m` entry: its console script's own target, called with this interpreter.
+    [script] = entry_points(group="console_scripts", name="lint-imports")
+    run(
+        "lint-imports",
+        sys.executable,
+        "-c",
+        f"import sys; from {script.module} import {script.attr} as main; sys.exit(main())",
+    )
+
+
+def mypy_targets() -> list[str]:
+    """The folders pyproject.toml holds to mypy, those of them that exist: a new one joins once it is created."""
+    configured = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]["files"]
+    return [folder for folder in configured if (REPO / folder).exists()]
+
+
+def test_mypy_finds_no_error_in_the_typed_folders():
+    targets = mypy_targets()
+    assert "console/metrics" in targets and "console/plan" in targets and "console/fleet" in targets, targets
+    run("mypy " + " ".join(targets), sys.executable, "-m", "mypy", *targets)
