@@ -57,8 +57,14 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def start(argv: list[str], ready: str, env: dict | None = None) -> tuple[subprocess.Popen, list[str]]:
-    process = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                               env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+    process = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+    )
     lines = []
     for line in process.stdout:
         lines.append(line.rstrip())
@@ -103,6 +109,7 @@ async def drive(url: str, model: str, streams: int, per_worker: int, tokens: int
     body = {"model": model, "prompt": PROMPT, "max_tokens": tokens, "ignore_eos": True, "stream": True}
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=300)) as session:
+
         async def worker(index: int) -> None:
             await asyncio.sleep(index * 0.5 / streams)  # spread the first arrivals over half a second
             for _ in range(per_worker):
@@ -132,7 +139,12 @@ async def drive(url: str, model: str, streams: int, per_worker: int, tokens: int
 
 
 def measure(url: str, pid: int, model: str, args, fleet_pid: int, run=None) -> Round:
-    before, fleet_before, client_before, wall_before = cpu_seconds(pid), cpu_seconds(fleet_pid), _own_cpu(), time.monotonic()
+    before, fleet_before, client_before, wall_before = (
+        cpu_seconds(pid),
+        cpu_seconds(fleet_pid),
+        _own_cpu(),
+        time.monotonic(),
+    )
     result = asyncio.run(run() if run else drive(url, model, args.streams, args.per_worker, args.tokens))
     result.cpu = cpu_seconds(pid) - before
     result.fleet_cpu = cpu_seconds(fleet_pid) - fleet_before
@@ -173,23 +185,36 @@ def free_port() -> int:
 
 def vllm_router(urls: list[str], args) -> tuple[subprocess.Popen | None, str]:
     """Install vllm-router into its own venv and start it in front of `urls`: (process, url) or (None, reason)."""
-    home = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "capcon-bench" / f"vllm-router-{ROUTER_VERSION}"
+    home = (
+        Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+        / "capcon-bench"
+        / f"vllm-router-{ROUTER_VERSION}"
+    )
     binary = home / "bin" / "vllm-router"
     if not binary.exists():
         try:
             subprocess.run([sys.executable, "-m", "venv", str(home)], check=True, capture_output=True, timeout=300)
-            subprocess.run([str(home / "bin" / "pip"), "install", "-q", f"vllm-router=={ROUTER_VERSION}"],
-                           check=True, capture_output=True, timeout=900)
+            subprocess.run(
+                [str(home / "bin" / "pip"), "install", "-q", f"vllm-router=={ROUTER_VERSION}"],
+                check=True,
+                capture_output=True,
+                timeout=900,
+            )
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as error:
             detail = getattr(error, "stderr", b"") or b""
             shutil.rmtree(home, ignore_errors=True)
-            return None, f"cannot install vllm-router=={ROUTER_VERSION}: {detail.decode(errors='replace').strip()[-200:] or error}"
+            return (
+                None,
+                f"cannot install vllm-router=={ROUTER_VERSION}: {detail.decode(errors='replace').strip()[-200:] or error}",
+            )
         if not binary.exists():
             return None, f"vllm-router=={ROUTER_VERSION} installed no vllm-router command"
     port = free_port()
-    process = subprocess.Popen([str(binary), "--worker-urls", *urls, "--host", "127.0.0.1", "--port", str(port),
-                                "--policy", "round_robin"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [str(binary), "--worker-urls", *urls, "--host", "127.0.0.1", "--port", str(port), "--policy", "round_robin"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -212,13 +237,32 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=32, help="tokens per stream (default 32)")
     parser.add_argument("--per-worker", type=int, default=3, help="streams each worker sends per round (default 3)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of each path, alternated (default 3)")
-    parser.add_argument("--uvloop", action="store_true",
-                        help="also the gateway on uvloop (--loop uvloop), if uvloop is importable")
-    parser.add_argument("--vllm-router", action="store_true", help=f"also vllm-router {ROUTER_VERSION} (installed from PyPI)")
+    parser.add_argument(
+        "--uvloop", action="store_true", help="also the gateway on uvloop (--loop uvloop), if uvloop is importable"
+    )
+    parser.add_argument(
+        "--vllm-router", action="store_true", help=f"also vllm-router {ROUTER_VERSION} (installed from PyPI)"
+    )
     args = parser.parse_args()
 
-    sim, lines = start([sys.executable, "-m", "console", "sim", args.plan, "--replicas", str(args.replicas),
-                        "--traffic", "off", "--time-scale", "1", "--status-every", "0"], "Ctrl+C")
+    sim, lines = start(
+        [
+            sys.executable,
+            "-m",
+            "console",
+            "sim",
+            args.plan,
+            "--replicas",
+            str(args.replicas),
+            "--traffic",
+            "off",
+            "--time-scale",
+            "1",
+            "--status-every",
+            "0",
+        ],
+        "Ctrl+C",
+    )
     processes = [sim]
     try:
         urls = [m.group(1) for m in (re.match(r"\s+(http://127\.0\.0\.1:\d+)$", x) for x in lines) if m]
@@ -226,9 +270,10 @@ def main() -> int:
         targets = [x for url in urls for x in ("--target", url)]
         paths: dict[str, tuple[str, int]] = {"direct": ("", sim.pid)}
         gateway_argv = [sys.executable, "-m", "console.gateway", *targets, "--listen", "127.0.0.1:0"]
-        for name, extra in (("gateway pass", ["--mode", "pass", "--loop", "asyncio"]),
-                            ("gateway bounded_queue", ["--mode", "bounded_queue", "--max-inflight", "512",
-                                                       "--loop", "asyncio"])):
+        for name, extra in (
+            ("gateway pass", ["--mode", "pass", "--loop", "asyncio"]),
+            ("gateway bounded_queue", ["--mode", "bounded_queue", "--max-inflight", "512", "--loop", "asyncio"]),
+        ):
             process, out = start(gateway_argv + extra, "Ctrl+C")
             processes.append(process)
             paths[name] = (re.search(r"listening on (http://\S+)", "\n".join(out))[1], process.pid)
@@ -241,8 +286,10 @@ def main() -> int:
             else:
                 process, out = start(gateway_argv + ["--mode", "pass", "--loop", "uvloop"], "Ctrl+C")
                 processes.append(process)
-                paths["gateway pass on uvloop"] = (re.search(r"listening on (http://\S+)", "\n".join(out))[1],
-                                                   process.pid)
+                paths["gateway pass on uvloop"] = (
+                    re.search(r"listening on (http://\S+)", "\n".join(out))[1],
+                    process.pid,
+                )
         if args.vllm_router:
             router, found = vllm_router(urls, args)
             if router is None:
@@ -255,12 +302,14 @@ def main() -> int:
         for _ in range(args.rounds):
             for name, (url, pid) in paths.items():
                 # Warm the path at full concurrency first, as a gateway under load keeps its upstream connections.
-                for u in ([url] if url else urls):
+                for u in [url] if url else urls:
                     asyncio.run(drive(u, model, args.streams // (1 if url else len(urls)), 1, 2))
                 if name == "direct":  # each replica gets its share of the workers; the fleet's own CPU is the baseline
+
                     async def all_replicas():
-                        parts = await asyncio.gather(*(drive(u, model, args.streams // len(urls), args.per_worker,
-                                                             args.tokens) for u in urls))
+                        parts = await asyncio.gather(
+                            *(drive(u, model, args.streams // len(urls), args.per_worker, args.tokens) for u in urls)
+                        )
                         merged = Round()
                         for part in parts:
                             merged.merge(part)
@@ -275,35 +324,45 @@ def main() -> int:
             stop(process)
 
     base = results["direct"]
-    print(f"plan {Path(args.plan).name}, {args.replicas} simulated replicas, {args.streams} concurrent streams of "
-          f"{args.tokens} tokens, {args.rounds} rounds of {args.streams * args.per_worker} streams per path, "
-          f"{os.cpu_count()} CPUs")
-    print(f"{'path':<24} {'TTFT p50':>10} {'TTFT p99':>10} {'gap p99':>10} {'CPU s/1k tok':>13} {'failed':>7}"
-          f"   cores used: middle / fleet / client")
+    print(
+        f"plan {Path(args.plan).name}, {args.replicas} simulated replicas, {args.streams} concurrent streams of "
+        f"{args.tokens} tokens, {args.rounds} rounds of {args.streams * args.per_worker} streams per path, "
+        f"{os.cpu_count()} CPUs"
+    )
+    print(
+        f"{'path':<24} {'TTFT p50':>10} {'TTFT p99':>10} {'gap p99':>10} {'CPU s/1k tok':>13} {'failed':>7}"
+        f"   cores used: middle / fleet / client"
+    )
     for name, r in results.items():
         wall = max(r.wall, 1e-9)
         middle = r.cpu / wall if name != "direct" else 0.0
-        print(f"{name:<24} {percentile(r.ttft, .5) * 1e3:>8.2f}ms {percentile(r.ttft, .99) * 1e3:>8.2f}ms "
-              f"{percentile(r.gaps, .99) * 1e3:>8.2f}ms {r.cpu / max(r.tokens, 1) * 1e3:>13.4f} {r.failed:>7}"
-              f"   {middle:.2f} / {r.fleet_cpu / wall:.2f} / {r.client_cpu / wall:.2f}")
+        print(
+            f"{name:<24} {percentile(r.ttft, 0.5) * 1e3:>8.2f}ms {percentile(r.ttft, 0.99) * 1e3:>8.2f}ms "
+            f"{percentile(r.gaps, 0.99) * 1e3:>8.2f}ms {r.cpu / max(r.tokens, 1) * 1e3:>13.4f} {r.failed:>7}"
+            f"   {middle:.2f} / {r.fleet_cpu / wall:.2f} / {r.client_cpu / wall:.2f}"
+        )
     for name, r in results.items():
         if name == "direct":
             continue
-        added50 = (percentile(r.ttft, .5) - percentile(base.ttft, .5)) * 1e3
-        added99 = (percentile(r.ttft, .99) - percentile(base.ttft, .99)) * 1e3
-        print(f"{name}: added TTFT p50 {added50:+.2f} ms (x{percentile(r.ttft, .5) / percentile(base.ttft, .5):.3f}), "
-              f"p99 {added99:+.2f} ms (x{percentile(r.ttft, .99) / percentile(base.ttft, .99):.3f}); "
-              f"inter-chunk p99 x{percentile(r.gaps, .99) / percentile(base.gaps, .99):.3f}; "
-              f"CPU per 1k tokens x{(r.cpu / max(r.tokens, 1)) / (base.cpu / max(base.tokens, 1)):.3f} "
-              f"the simulated fleet's own")
+        added50 = (percentile(r.ttft, 0.5) - percentile(base.ttft, 0.5)) * 1e3
+        added99 = (percentile(r.ttft, 0.99) - percentile(base.ttft, 0.99)) * 1e3
+        print(
+            f"{name}: added TTFT p50 {added50:+.2f} ms (x{percentile(r.ttft, 0.5) / percentile(base.ttft, 0.5):.3f}), "
+            f"p99 {added99:+.2f} ms (x{percentile(r.ttft, 0.99) / percentile(base.ttft, 0.99):.3f}); "
+            f"inter-chunk p99 x{percentile(r.gaps, 0.99) / percentile(base.gaps, 0.99):.3f}; "
+            f"CPU per 1k tokens x{(r.cpu / max(r.tokens, 1)) / (base.cpu / max(base.tokens, 1)):.3f} "
+            f"the simulated fleet's own"
+        )
     router = results.get(f"vllm-router {ROUTER_VERSION}")
     if router is not None:
         for name, r in results.items():
             if name.startswith("gateway"):
-                print(f"{name} against vllm-router: TTFT p50 x{percentile(r.ttft, .5) / percentile(router.ttft, .5):.3f}, "
-                      f"p99 x{percentile(r.ttft, .99) / percentile(router.ttft, .99):.3f}; inter-chunk p99 "
-                      f"x{percentile(r.gaps, .99) / percentile(router.gaps, .99):.3f}; CPU per 1k tokens "
-                      f"x{(r.cpu / max(r.tokens, 1)) / (router.cpu / max(router.tokens, 1)):.3f}")
+                print(
+                    f"{name} against vllm-router: TTFT p50 x{percentile(r.ttft, 0.5) / percentile(router.ttft, 0.5):.3f}, "
+                    f"p99 x{percentile(r.ttft, 0.99) / percentile(router.ttft, 0.99):.3f}; inter-chunk p99 "
+                    f"x{percentile(r.gaps, 0.99) / percentile(router.gaps, 0.99):.3f}; CPU per 1k tokens "
+                    f"x{(r.cpu / max(r.tokens, 1)) / (router.cpu / max(router.tokens, 1)):.3f}"
+                )
     for line in skipped:
         print(line)
     costs = ", ".join(f"{n} replicas {us:.1f} us" for n, us in decision_cost())

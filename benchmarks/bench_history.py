@@ -55,8 +55,15 @@ FLEET = "bench"
 RPS = 3.0  # requests finishing per second per replica
 WARM_SECONDS = DAY  # the replicas have been up this long when the measured stretch starts
 # What each histogram observes: (median, sigma) of a log-normal.
-SHAPES = {"ttft": (0.12, 0.6), "tpot": (0.03, 0.3), "itl": (0.03, 0.35), "e2e": (10.0, 0.7),
-          "queue": (0.02, 1.0), "prompt_length": (900.0, 0.8), "output_length": (280.0, 0.7)}
+SHAPES = {
+    "ttft": (0.12, 0.6),
+    "tpot": (0.03, 0.3),
+    "itl": (0.03, 0.35),
+    "e2e": (10.0, 0.7),
+    "queue": (0.02, 1.0),
+    "prompt_length": (900.0, 0.8),
+    "output_length": (280.0, 0.7),
+}
 
 
 def lognormal_cdf(x: float, median: float, sigma: float) -> float:
@@ -80,8 +87,10 @@ class Replica:
         self.kv = 0.3 + 0.4 * self.rng.random()
         self.histograms = {name: [list(h.counts), h.sum or 0.0, h.count or 0.0] for name, h in base.histograms.items()}
         self.shares = {
-            name: [lognormal_cdf(b, *SHAPES[name]) - (lognormal_cdf(h.bounds[i - 1], *SHAPES[name]) if i else 0.0)
-                   for i, b in enumerate(h.bounds)]
+            name: [
+                lognormal_cdf(b, *SHAPES[name]) - (lognormal_cdf(h.bounds[i - 1], *SHAPES[name]) if i else 0.0)
+                for i, b in enumerate(h.bounds)
+            ]
             for name, h in base.histograms.items()
         }
         self._expected(WARM_SECONDS)
@@ -109,7 +118,9 @@ class Replica:
             self._add(name, observed, observed * mean[name], exact=True)
         self.counters["requests"] = self.counters.get("requests", 0.0) + requests
         self.counters["prompt_tokens"] = self.counters.get("prompt_tokens", 0.0) + requests * mean["prompt_length"]
-        self.counters["generation_tokens"] = self.counters.get("generation_tokens", 0.0) + requests * mean["output_length"]
+        self.counters["generation_tokens"] = (
+            self.counters.get("generation_tokens", 0.0) + requests * mean["output_length"]
+        )
         self.by_reason["stop"] = self.by_reason.get("stop", 0.0) + requests
 
     def step(self, at: float) -> ReplicaSample:
@@ -146,8 +157,10 @@ class Replica:
             running=float(max(0, round(rng.gauss(30, 5)))),
             waiting=float(rng.random() < 0.05 and rng.randint(1, 8)),
             kv_usage_by_engine={"0": round(self.kv, 6)},
-            histograms={name: Histogram(self.base.histograms[name].bounds, tuple(counts), total, count)
-                        for name, (counts, total, count) in self.histograms.items()},
+            histograms={
+                name: Histogram(self.base.histograms[name].bounds, tuple(counts), total, count)
+                for name, (counts, total, count) in self.histograms.items()
+            },
             wire_names={},
         )
 
@@ -218,7 +231,9 @@ def as_json_arrays(source: Path, target: Path) -> None:
 
 def histogram_bytes(path: Path) -> int:
     store = Store.open(path, read_only=True)
-    total = store.connection.execute(f"SELECT sum({' + '.join(f'coalesce(length({c}), 0)' for c in HISTOGRAM_COLUMNS)}) FROM samples").fetchone()[0]
+    total = store.connection.execute(
+        f"SELECT sum({' + '.join(f'coalesce(length({c}), 0)' for c in HISTOGRAM_COLUMNS)}) FROM samples"
+    ).fetchone()[0]
     store.close()
     return total
 
@@ -241,7 +256,6 @@ def timed(function, repeat: int):
     return statistics.median(times), result
 
 
-
 def open_and_show_first_poll(path: Path):
     """Open read-only, index the polls, read and replay the first: what a replay needs before its first frame."""
     store = Store.open(path, read_only=True)
@@ -262,9 +276,16 @@ def read_everything(path: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("page", nargs="?", default=str(DEFAULT_PAGE), help="a vLLM /metrics page (default: the project's real vLLM 0.32 capture)")
+    parser.add_argument(
+        "page",
+        nargs="?",
+        default=str(DEFAULT_PAGE),
+        help="a vLLM /metrics page (default: the project's real vLLM 0.32 capture)",
+    )
     parser.add_argument("--replicas", type=int, default=20)
-    parser.add_argument("--minutes", type=float, default=60.0, help="minutes of 1-second polls written (a day is extrapolated)")
+    parser.add_argument(
+        "--minutes", type=float, default=60.0, help="minutes of 1-second polls written (a day is extrapolated)"
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run: 4 replicas, 3 minutes")
     args = parser.parse_args(argv)
     if args.quick:
@@ -276,10 +297,14 @@ def main(argv: list[str] | None = None) -> int:
     text = page.read_text()
     base = sample_from_page(parse(text, FAMILIES), START)
     seconds = int(args.minutes * 60)
-    print(f"page: {page.name} ({len(text)} bytes, {len(base.histograms)} histograms, "
-          f"{sum(len(h.bounds) for h in base.histograms.values())} buckets)")
-    print(f"load: {args.replicas} replicas, {seconds} polls at 1 s ({args.minutes:g} min), "
-          f"replicas up {WARM_SECONDS / 3600:g} h before; sizes extrapolated to a replica-day")
+    print(
+        f"page: {page.name} ({len(text)} bytes, {len(base.histograms)} histograms, "
+        f"{sum(len(h.bounds) for h in base.histograms.values())} buckets)"
+    )
+    print(
+        f"load: {args.replicas} replicas, {seconds} polls at 1 s ({args.minutes:g} min), "
+        f"replicas up {WARM_SECONDS / 3600:g} h before; sizes extrapolated to a replica-day"
+    )
 
     with tempfile.TemporaryDirectory(prefix="bench-history-") as folder:
         folder = Path(folder)
@@ -314,12 +339,20 @@ def main(argv: list[str] | None = None) -> int:
         day_5s = per_replica_day(size_5s, empty, args.replicas, args.minutes)
         json_day_1s = per_replica_day(base_1s, empty, args.replicas, args.minutes)
         json_day_5s = per_replica_day(base_5s, empty, args.replicas, args.minutes)
-        print(f"bytes per raw sample in the file: {(size_1s - empty) / samples:.0f} (JSON arrays: {(base_1s - empty) / samples:.0f};"
-              " a samples row over about 1 KB spills into an overflow page of its own)")
+        print(
+            f"bytes per raw sample in the file: {(size_1s - empty) / samples:.0f} (JSON arrays: {(base_1s - empty) / samples:.0f};"
+            " a samples row over about 1 KB spills into an overflow page of its own)"
+        )
         blobs, arrays = histogram_bytes(each_second), histogram_bytes(json_1s)
-        print(f"histogram bytes per sample: {blobs / samples:.0f} as blobs, {arrays / samples:.0f} as JSON arrays (ratio_vs_json {blobs / arrays:.2f})")
-        print(f"bytes_per_replica_day_1s: {megabytes(day_1s)}  (JSON arrays {megabytes(json_day_1s)}, ratio_vs_json {day_1s / json_day_1s:.2f})")
-        print(f"bytes_per_replica_day_5s: {megabytes(day_5s)}  (JSON arrays {megabytes(json_day_5s)}, ratio_vs_json {day_5s / json_day_5s:.2f})")
+        print(
+            f"histogram bytes per sample: {blobs / samples:.0f} as blobs, {arrays / samples:.0f} as JSON arrays (ratio_vs_json {blobs / arrays:.2f})"
+        )
+        print(
+            f"bytes_per_replica_day_1s: {megabytes(day_1s)}  (JSON arrays {megabytes(json_day_1s)}, ratio_vs_json {day_1s / json_day_1s:.2f})"
+        )
+        print(
+            f"bytes_per_replica_day_5s: {megabytes(day_5s)}  (JSON arrays {megabytes(json_day_5s)}, ratio_vs_json {day_5s / json_day_5s:.2f})"
+        )
 
         rolled = folder / "rollups.sqlite"
         shutil.copy(each_second, rolled)
@@ -330,21 +363,29 @@ def main(argv: list[str] | None = None) -> int:
         store.close()
         size_rollups = vacuumed(rolled)
         day_rollups = per_replica_day(size_rollups, empty, args.replicas, args.minutes)
-        print(f"bytes_per_replica_day_rollups: {megabytes(day_rollups)}  ({done.rolled} minute rows from {done.deleted_raw} samples;"
-              f" ratio_vs_raw_1s {day_rollups / day_1s:.3f})")
-        print(f"retention CPU: {retention_cpu / (done.deleted_raw / 3600):.2f} s per replica-hour of 1 s samples rolled and deleted")
+        print(
+            f"bytes_per_replica_day_rollups: {megabytes(day_rollups)}  ({done.rolled} minute rows from {done.deleted_raw} samples;"
+            f" ratio_vs_raw_1s {day_rollups / day_1s:.3f})"
+        )
+        print(
+            f"retention CPU: {retention_cpu / (done.deleted_raw / 3600):.2f} s per replica-hour of 1 s samples rolled and deleted"
+        )
         keep = Retention()
-        print(f"kept with the default retention ({keep.raw_seconds / 3600:g} h raw, {keep.minutes_seconds / 86400:g} days of rollups),"
-              f" per replica: {megabytes(day_1s * keep.raw_seconds / DAY + day_rollups * keep.minutes_seconds / DAY)} at 1 s,"
-              f" {megabytes(day_5s * keep.raw_seconds / DAY + day_rollups * keep.minutes_seconds / DAY)} at 5 s")
+        print(
+            f"kept with the default retention ({keep.raw_seconds / 3600:g} h raw, {keep.minutes_seconds / 86400:g} days of rollups),"
+            f" per replica: {megabytes(day_1s * keep.raw_seconds / DAY + day_rollups * keep.minutes_seconds / DAY)} at 1 s,"
+            f" {megabytes(day_5s * keep.raw_seconds / DAY + day_rollups * keep.minutes_seconds / DAY)} at 5 s"
+        )
 
         # (b) write CPU per sample
         print("\n== write CPU")
         per_sample = write_cpu / samples
         parse_seconds = parse_cpu(text, 20 if args.quick else 100)
         print(f"parse CPU per page (baseline): {parse_seconds * 1e3:.3f} ms")
-        print(f"write_cpu_per_sample: {per_sample * 1e3:.3f} ms  (polls of {args.replicas} replicas, one transaction each;"
-              f" ratio_vs_parse {per_sample / parse_seconds:.2f})")
+        print(
+            f"write_cpu_per_sample: {per_sample * 1e3:.3f} ms  (polls of {args.replicas} replicas, one transaction each;"
+            f" ratio_vs_parse {per_sample / parse_seconds:.2f})"
+        )
 
         # (c) time to open a one-hour replay
         print("\n== open")
@@ -353,17 +394,25 @@ def main(argv: list[str] | None = None) -> int:
         repeat = 3 if args.quick else 5
         open_seconds, _ = timed(lambda: open_and_show_first_poll(each_second), repeat)
         whole_seconds, read = timed(lambda: read_everything(each_second), 1)
-        print(f"open_seconds: {open_seconds:.3f}  (open read-only, index {polls} polls, read and replay the first;"
-              f" target < 1 s; ratio_vs_reading_all {open_seconds / whole_seconds:.4f})")
+        print(
+            f"open_seconds: {open_seconds:.3f}  (open read-only, index {polls} polls, read and replay the first;"
+            f" target < 1 s; ratio_vs_reading_all {open_seconds / whole_seconds:.4f})"
+        )
         print(f"reading every poll (baseline): {whole_seconds:.2f} s for {read} samples")
         first_frame, _ = timed(lambda: first_view(each_second)[0].replay.close(), repeat)
-        print(f"replay_first_frame_seconds: {first_frame:.3f}  (console.replay.controller.first_view at the start of the recording)")
+        print(
+            f"replay_first_frame_seconds: {first_frame:.3f}  (console.replay.controller.first_view at the start of the recording)"
+        )
         if seconds > 1800:
             middle = START + seconds / 2
             seek, _ = timed(lambda: first_view(each_second, start=middle)[0].replay.close(), 1)
-            print(f"replay first frame in the middle of the hour: {seek:.3f} s (warms flags and trends up on the 15 min before it)")
+            print(
+                f"replay first frame in the middle of the hour: {seek:.3f} s (warms flags and trends up on the 15 min before it)"
+            )
     if args.minutes < 60 or args.replicas < 20:
-        print(f"\nnote: {args.replicas} replicas for {args.minutes:g} min; the issue's open target is for 20 replicas over an hour")
+        print(
+            f"\nnote: {args.replicas} replicas for {args.minutes:g} min; the issue's open target is for 20 replicas over an hour"
+        )
     return 0
 
 

@@ -36,7 +36,9 @@ def reference(text: str) -> list:
 
 
 def comparable(samples) -> list:
-    return sorted((name, tuple(sorted(dict(labels).items())), "NaN" if math.isnan(v) else repr(v)) for name, labels, v in samples)
+    return sorted(
+        (name, tuple(sorted(dict(labels).items())), "NaN" if math.isnan(v) else repr(v)) for name, labels, v in samples
+    )
 
 
 def per_call(function, text: str, repeat: int, before=None) -> float:
@@ -66,7 +68,9 @@ def main() -> int:
         missing = set(comparable(theirs)) ^ set(comparable(ours))
         print(f"DISAGREE on {len(missing)} samples, e.g. {sorted(missing)[:3]}")
         return 1
-    print(f"page: {Path(args.page).name}, {len(text)} bytes, {len(ours)} vllm: samples; both parsers agree on every one")
+    print(
+        f"page: {Path(args.page).name}, {len(text)} bytes, {len(ours)} vllm: samples; both parsers agree on every one"
+    )
 
     baseline = per_call(lambda t: list(text_string_to_metric_families(t)), text, max(args.rounds // 4, 5))
     steady = per_call(exposition.parse, text, args.rounds)

@@ -24,7 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-DEFAULT_PAGE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "vllm" / "vllm-0.32.0-cpu_tiny-llama_small-kv.txt"
+DEFAULT_PAGE = (
+    Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "vllm" / "vllm-0.32.0-cpu_tiny-llama_small-kv.txt"
+)
 
 
 async def serve(page: Path, count: int, plain: bool) -> None:
@@ -113,8 +115,18 @@ def main() -> int:
         print(f"page not found: {page}", file=sys.stderr)
         return 2
     server = subprocess.Popen(
-        [sys.executable, __file__, str(page), "--targets", str(args.targets), "--serve", *(["--plain"] if args.plain else [])],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            __file__,
+            str(page),
+            "--targets",
+            str(args.targets),
+            "--serve",
+            *(["--plain"] if args.plain else []),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         ports = [int(p) for p in server.stdout.readline().split()]
@@ -127,7 +139,9 @@ def main() -> int:
             server.kill()
     size = page.stat().st_size
     wire = "uncompressed" if args.plain else "gzipped"
-    print(f"{args.targets} loopback targets, {size} bytes each ({wire}), median of {args.refreshes} refreshes (client CPU only)")
+    print(
+        f"{args.targets} loopback targets, {size} bytes each ({wire}), median of {args.refreshes} refreshes (client CPU only)"
+    )
     print(f"fetch only (HTTP and decompression, no parsing): {figures['fetch_only']:.3f} s per refresh")
     print(f"baseline (same fetch + prometheus_client parser): {figures['baseline']:.3f} s per refresh")
     print(f"capcon scrape source (fetch + parse + normalise): {figures['capcon']:.3f} s per refresh")

@@ -36,9 +36,29 @@ def cpu_seconds(pid: int) -> float:
 def measure(plan: str, replicas: int, seconds: float, traffic: str) -> tuple[float, float, float]:
     """(CPU share of one core, generated tokens/s, requests/s finished) of one fleet run."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "console", "sim", plan, "--replicas", str(replicas), "--traffic", traffic,
-         "--time-scale", "1", "--start", "mon 10:00", "--status-every", "0", "--seed", "7"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "console",
+            "sim",
+            plan,
+            "--replicas",
+            str(replicas),
+            "--traffic",
+            traffic,
+            "--time-scale",
+            "1",
+            "--start",
+            "mon 10:00",
+            "--status-every",
+            "0",
+            "--seed",
+            "7",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         urls = []
@@ -80,17 +100,25 @@ def main() -> int:
     parser.add_argument("--plan", default=str(REPO / "plans" / "internal-assistant-18rps.yaml"))
     parser.add_argument("--replicas", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--traffic", choices=("inprocess", "http"), default="inprocess",
-                        help="inprocess (what the demo uses) or http (every request a real API call)")
+    parser.add_argument(
+        "--traffic",
+        choices=("inprocess", "http"),
+        default="inprocess",
+        help="inprocess (what the demo uses) or http (every request a real API call)",
+    )
     args = parser.parse_args()
     idle, _, _ = measure(args.plan, args.replicas, args.seconds, "off")
     busy, tokens, requests = measure(args.plan, args.replicas, args.seconds, args.traffic)
-    print(f"plan {Path(args.plan).name}, {args.replicas} replicas at the Monday 10:00 peak, scraped every 1 s, "
-          f"{args.seconds:g} s, traffic {args.traffic}")
+    print(
+        f"plan {Path(args.plan).name}, {args.replicas} replicas at the Monday 10:00 peak, scraped every 1 s, "
+        f"{args.seconds:g} s, traffic {args.traffic}"
+    )
     print(f"  simulated load: {requests:.1f} requests/s finished, {tokens:,.0f} generated tokens/s")
     print(f"  fleet CPU, no traffic (baseline): {idle:.3f} of one core")
-    print(f"  fleet CPU, demo load:             {busy:.3f} of one core (target < 0.30); "
-          f"{busy / max(idle, 1e-3):.1f}x the idle fleet")
+    print(
+        f"  fleet CPU, demo load:             {busy:.3f} of one core (target < 0.30); "
+        f"{busy / max(idle, 1e-3):.1f}x the idle fleet"
+    )
     return 0 if busy < 0.30 else 1
 
 

@@ -51,16 +51,30 @@ def fleet_figures(replicas: int, tick: int, now: float):
     rows = []
     for i in range(replicas):
         wobble = ((i * 7 + tick * 13) % 29) / 29.0  # 0..1, different per replica and per tick
-        rows.append(Figures(
-            name=f"replica-{i:03d}", url=f"http://10.0.{i // 250}.{i % 250}:8000/metrics", state="up",
-            requests_per_second=0.30 + 0.1 * wobble, prompt_tokens_per_second=600.0 + 300.0 * wobble,
-            generation_tokens_per_second=140.0 + 60.0 * wobble, running=8.0 + round(6 * wobble), waiting=0.0,
-            kv_usage=0.30 + 0.3 * wobble, kv_capacity_tokens=220_000.0, preemptions_per_second=0.0,
-            prefix_hit_share=0.31 + 0.1 * wobble, ttft_p50_seconds=0.15 + 0.1 * wobble,
-            ttft_p95_seconds=0.45 + 0.3 * wobble, tpot_p95_seconds=0.025 + 0.01 * wobble,
-            e2e_p95_seconds=11.0 + 4.0 * wobble, queue_p95_seconds=0.02 + 0.05 * wobble,
-            mean_input_tokens=2000.0 + 200 * wobble, mean_output_tokens=390.0 + 40 * wobble, data_age_seconds=1.0,
-        ))
+        rows.append(
+            Figures(
+                name=f"replica-{i:03d}",
+                url=f"http://10.0.{i // 250}.{i % 250}:8000/metrics",
+                state="up",
+                requests_per_second=0.30 + 0.1 * wobble,
+                prompt_tokens_per_second=600.0 + 300.0 * wobble,
+                generation_tokens_per_second=140.0 + 60.0 * wobble,
+                running=8.0 + round(6 * wobble),
+                waiting=0.0,
+                kv_usage=0.30 + 0.3 * wobble,
+                kv_capacity_tokens=220_000.0,
+                preemptions_per_second=0.0,
+                prefix_hit_share=0.31 + 0.1 * wobble,
+                ttft_p50_seconds=0.15 + 0.1 * wobble,
+                ttft_p95_seconds=0.45 + 0.3 * wobble,
+                tpot_p95_seconds=0.025 + 0.01 * wobble,
+                e2e_p95_seconds=11.0 + 4.0 * wobble,
+                queue_p95_seconds=0.02 + 0.05 * wobble,
+                mean_input_tokens=2000.0 + 200 * wobble,
+                mean_output_tokens=390.0 + 40 * wobble,
+                data_age_seconds=1.0,
+            )
+        )
 
     def total(attr: str) -> float:
         return sum(getattr(r, attr) for r in rows)
@@ -69,14 +83,24 @@ def fleet_figures(replicas: int, tick: int, now: float):
         return max(getattr(r, attr) for r in rows)
 
     fleet = Figures(
-        name="fleet", url="", state="up",
-        requests_per_second=total("requests_per_second"), prompt_tokens_per_second=total("prompt_tokens_per_second"),
-        generation_tokens_per_second=total("generation_tokens_per_second"), running=total("running"),
-        waiting=total("waiting"), kv_usage=worst("kv_usage"), preemptions_per_second=0.0,
-        prefix_hit_share=worst("prefix_hit_share"), ttft_p50_seconds=worst("ttft_p50_seconds"),
-        ttft_p95_seconds=worst("ttft_p95_seconds"), tpot_p95_seconds=worst("tpot_p95_seconds"),
-        e2e_p95_seconds=worst("e2e_p95_seconds"), queue_p95_seconds=worst("queue_p95_seconds"),
-        mean_input_tokens=worst("mean_input_tokens"), mean_output_tokens=worst("mean_output_tokens"),
+        name="fleet",
+        url="",
+        state="up",
+        requests_per_second=total("requests_per_second"),
+        prompt_tokens_per_second=total("prompt_tokens_per_second"),
+        generation_tokens_per_second=total("generation_tokens_per_second"),
+        running=total("running"),
+        waiting=total("waiting"),
+        kv_usage=worst("kv_usage"),
+        preemptions_per_second=0.0,
+        prefix_hit_share=worst("prefix_hit_share"),
+        ttft_p50_seconds=worst("ttft_p50_seconds"),
+        ttft_p95_seconds=worst("ttft_p95_seconds"),
+        tpot_p95_seconds=worst("tpot_p95_seconds"),
+        e2e_p95_seconds=worst("e2e_p95_seconds"),
+        queue_p95_seconds=worst("queue_p95_seconds"),
+        mean_input_tokens=worst("mean_input_tokens"),
+        mean_output_tokens=worst("mean_output_tokens"),
     )
     return FleetFigures(window_seconds=60.0, source="scrape", replicas=tuple(rows), fleet=fleet, at=now - 0.5)
 
@@ -189,15 +213,36 @@ def measure(app: str, replicas: int, changing: bool, seconds: float, settle: flo
     session = f"capcon-bench-{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory() as scratch:
         ready, captured = Path(scratch) / "ready", Path(scratch) / "captured"
-        command = [sys.executable, str(Path(__file__).resolve()), "--child", app, "--replicas", str(replicas),
-                   "--ready-file", str(ready)] + (["--changing"] if changing else [])
-        tmux("new-session", "-d", "-s", session, "-x", str(WIDTH), "-y", str(HEIGHT), "-c", str(REPO),
-             " ".join(f"'{part}'" for part in command))
+        command = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--child",
+            app,
+            "--replicas",
+            str(replicas),
+            "--ready-file",
+            str(ready),
+        ] + (["--changing"] if changing else [])
+        tmux(
+            "new-session",
+            "-d",
+            "-s",
+            session,
+            "-x",
+            str(WIDTH),
+            "-y",
+            str(HEIGHT),
+            "-c",
+            str(REPO),
+            " ".join(f"'{part}'" for part in command),
+        )
         try:
             deadline = time.monotonic() + 30
             while child_status(ready) is None:
                 if time.monotonic() > deadline:
-                    raise SystemExit(f"{app}: no first screen in 30 s; the pane shows:\n{tmux('capture-pane', '-p', '-t', session)}")
+                    raise SystemExit(
+                        f"{app}: no first screen in 30 s; the pane shows:\n{tmux('capture-pane', '-p', '-t', session)}"
+                    )
                 time.sleep(0.1)
             time.sleep(settle)  # the first full paint and the first polls are not steady state
             pid, refreshes_before = child_status(ready)
@@ -218,7 +263,9 @@ def measure(app: str, replicas: int, changing: bool, seconds: float, settle: flo
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=7.0, help="measured seconds per case (default 7)")
-    parser.add_argument("--settle", type=float, default=2.0, help="seconds after the first screen before measuring (default 2)")
+    parser.add_argument(
+        "--settle", type=float, default=2.0, help="seconds after the first screen before measuring (default 2)"
+    )
     parser.add_argument("--child", choices=("console", "datatable"), help=argparse.SUPPRESS)
     parser.add_argument("--replicas", type=int, default=50, help=argparse.SUPPRESS)
     parser.add_argument("--changing", action="store_true", help=argparse.SUPPRESS)
@@ -234,7 +281,9 @@ def main() -> int:
         print("tmux is not installed: this benchmark reads what reaches a real terminal through tmux", file=sys.stderr)
         return 2
 
-    print(f"terminal {WIDTH}x{HEIGHT}, one refresh a second, {args.seconds:g} s measured per case after {args.settle:g} s settling")
+    print(
+        f"terminal {WIDTH}x{HEIGHT}, one refresh a second, {args.seconds:g} s measured per case after {args.settle:g} s settling"
+    )
     cases = [
         ("console, 50 replicas, figures changing", "console", 50, True),
         ("console, 50 replicas, nothing changing", "console", 50, False),

@@ -94,20 +94,26 @@ def check_words(argv: list[str]) -> None:
         if not isinstance(word, str):
             continue
         if _SURROGATE.search(word):
-            raise UserError(f"{_which(argv, index)} is not UTF-8 text: {shown_bytes(word)}; "
-                            f"expected UTF-8 (as the terminal and file names here are written)")
+            raise UserError(
+                f"{_which(argv, index)} is not UTF-8 text: {shown_bytes(word)}; "
+                f"expected UTF-8 (as the terminal and file names here are written)"
+            )
         if len(word) > MAX_WORD_CHARACTERS:
-            raise UserError(f"{_which(argv, index)} is {len(word):,} characters long ({word[:40]!r}…); "
-                            f"expected at most {MAX_WORD_CHARACTERS} (a path, an address or a name)")
+            raise UserError(
+                f"{_which(argv, index)} is {len(word):,} characters long ({word[:40]!r}…); "
+                f"expected at most {MAX_WORD_CHARACTERS} (a path, an address or a name)"
+            )
         if re.fullmatch(r"-[^=]+=--", word):
             # argparse takes '--' there for the end of the options and hands the verb an empty list.
-            raise UserError(f"{_which(argv, index)} gives '--' as the value of {word.split('=', 1)[0]}; "
-                            f"expected a value after '='")
+            raise UserError(
+                f"{_which(argv, index)} gives '--' as the value of {word.split('=', 1)[0]}; expected a value after '='"
+            )
         odd = next((c for c in word if not c.isprintable() and c != " "), None)
         if odd is not None:
             shown = word if len(word) <= 60 else word[:60] + "…"
-            raise UserError(f"{_which(argv, index)} holds the control character {odd!r} ({shown!r}); "
-                            f"expected printable text")
+            raise UserError(
+                f"{_which(argv, index)} holds the control character {odd!r} ({shown!r}); expected printable text"
+            )
 
 
 def bounded(kind, low: float, high: float, words: str, *, low_open: bool = True, low_words: str | None = None):
@@ -123,8 +129,9 @@ def bounded(kind, low: float, high: float, words: str, *, low_open: bool = True,
             value = kind(text)
         except (ValueError, OverflowError):
             if len(text) > 40:  # argparse would echo all of it
-                raise argparse.ArgumentTypeError(f"{shown}: expected {'a whole number' if kind is int else 'a number'}, "
-                                                 f"at most {words}") from None
+                raise argparse.ArgumentTypeError(
+                    f"{shown}: expected {'a whole number' if kind is int else 'a number'}, at most {words}"
+                ) from None
             raise ValueError(text) from None  # argparse: "invalid int value: 'x'"
         if isinstance(value, float) and math.isnan(value):
             raise argparse.ArgumentTypeError(f"{shown}: expected a number, at most {words}")

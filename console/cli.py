@@ -82,7 +82,12 @@ def joined_values(argv: list[str]) -> list[str]:
         if word == "--":
             return out + argv[i:]
         following = argv[i + 1] if i + 1 < len(argv) else None
-        if word in DASH_VALUE_OPTIONS and following is not None and following.startswith("-") and not following.startswith("--"):
+        if (
+            word in DASH_VALUE_OPTIONS
+            and following is not None
+            and following.startswith("-")
+            and not following.startswith("--")
+        ):
             out.append(f"{word}={following}")
             i += 2
             continue
@@ -108,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.verb_parsers[args.verb].error(f"unrecognized arguments: {' '.join(unknown)}")
     if getattr(args, "db", None) == "":
         # `--db "$HISTORY"` with the variable unset must not quietly use the user's own history file.
-        parser.verb_parsers[args.verb].error("--db: empty path; expected a history file path (leave --db out for the default file)")
+        parser.verb_parsers[args.verb].error(
+            "--db: empty path; expected a history file path (leave --db out for the default file)"
+        )
     try:
         check_option_limits(args)  # --interval 1e9, --window 1e308: refused before any verb sleeps on them
         return int(args.run(args) or 0)

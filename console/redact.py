@@ -107,9 +107,9 @@ def _params_in_text(text: str) -> str:
         if found.start() < done or not secret_name(found[1]):
             continue
         end = _VALUE_IN_TEXT.match(text, found.end()).end()
-        if text[found.end():end] in ("", MASK):
+        if text[found.end() : end] in ("", MASK):
             continue
-        pieces += [text[done:found.end()], MASK]
+        pieces += [text[done : found.end()], MASK]
         done = end
     return "".join(pieces) + text[done:] if pieces else text
 

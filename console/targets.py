@@ -75,11 +75,13 @@ def checked_url(text: str) -> str:
     if scheme.lower() not in ("http", "https"):
         raise ValueError(f"scheme {scheme.lower()!r} is not http or https")
     authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
-    if "@" in rest[len(authority):]:
+    if "@" in rest[len(authority) :]:
         # Read as the address shows it (credentials up to the last '@'), this would connect
         # somewhere else than a URL parser does: refused, and nothing of it repeated.
-        raise ValueError("an '@' after the host's '/', '?' or '#': in a user name or password write '/', '?', "
-                         "'#' and '@' as %2F, %3F, %23 and %40; in a path or query write '@' as %40")
+        raise ValueError(
+            "an '@' after the host's '/', '?' or '#': in a user name or password write '/', '?', "
+            "'#' and '@' as %2F, %3F, %23 and %40; in a path or query write '@' as %40"
+        )
     userinfo, at, netloc = authority.rpartition("@")
     if at:
         _check_userinfo(userinfo)  # sent as HTTP Basic auth; shown and recorded as user:***@
@@ -107,8 +109,10 @@ _USERINFO = re.compile(r"(?:[A-Za-z0-9._~!$&'()*+,;=:-]|%[0-9A-Fa-f]{2})*")
 def _check_userinfo(userinfo: str) -> None:
     """RFC 3986 userinfo: unreserved, sub-delims, ':' and %XX; ValueError (never quoting it) otherwise."""
     if not _USERINFO.fullmatch(userinfo):
-        raise ValueError("a user name or password may hold letters, digits, ':' and -._~!$&'()*+,;= only; "
-                         "percent-encode anything else (%40 for '@', %25 for '%')")
+        raise ValueError(
+            "a user name or password may hold letters, digits, ':' and -._~!$&'()*+,;= only; "
+            "percent-encode anything else (%40 for '@', %25 for '%')"
+        )
 
 
 def _check_netloc(netloc: str) -> None:

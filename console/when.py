@@ -151,7 +151,9 @@ def parse_duration(text: str) -> float:
     found = _DURATION.fullmatch(text)
     if not found and text.strip().startswith("-"):
         # `--keep-raw -48h` arrives whole (console.cli.joined_values): say what is wrong with it.
-        raise argparse.ArgumentTypeError(f"{text!r}: a negative duration; expected a duration longer than zero, like 48h")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a negative duration; expected a duration longer than zero, like 48h"
+        )
     if not found:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a duration with a unit, like 30m, 48h, 90d or 2w")
     seconds = float(found.group(1)) * UNITS[found.group(2).lower()]

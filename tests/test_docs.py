@@ -84,7 +84,10 @@ def raised_flags():
         mean_output_tokens=100.0,
         generation_tokens_per_second=1000.0,
     )
-    plans = [plan_now(overflow_mode=m, replicas_scheduled_soon=9, e2e_p95_target_seconds=60.0) for m in ("bounded_queue", "hosted", "defer")]
+    plans = [
+        plan_now(overflow_mode=m, replicas_scheduled_soon=9, e2e_p95_target_seconds=60.0)
+        for m in ("bounded_queue", "hosted", "defer")
+    ]
     flags = []
     for plan in [*plans, None]:
         inputs = FlagInputs(figures, plan=plan, tpot_p95_before=0.03, generation_before=1000.0)
@@ -238,4 +241,6 @@ def test_worked_example_figure_matches_the_planner(example, plan, label, column,
     assert match and unit in cell, f"{label}: {cell!r} should be a number in {unit!r}"
     written = float(match.group(0).replace(",", ""))
     decimals = len(match.group(1) or "")
-    assert abs(value - written) <= 0.5 * 10**-decimals + 1e-9, f"{example}, {label} ({column}): doc {cell}, computed {value:.4g}"
+    assert abs(value - written) <= 0.5 * 10**-decimals + 1e-9, (
+        f"{example}, {label} ({column}): doc {cell}, computed {value:.4g}"
+    )

@@ -33,11 +33,18 @@ def climbs_out(source: str, depth: int) -> list[int]:
     found = []
     for node in ast.walk(ast.parse(source)):
         levels = None
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "parents" \
-                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int) \
-                and _from_this_file(node.value.value):
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "parents"
+            and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, int)
+            and _from_this_file(node.value.value)
+        ):
             levels = node.slice.value + 1
-        elif isinstance(node, ast.Attribute) and node.attr == "parent":  # each link of a chain; the outermost counts most
+        elif (
+            isinstance(node, ast.Attribute) and node.attr == "parent"
+        ):  # each link of a chain; the outermost counts most
             levels, inner = 0, node
             while isinstance(inner, ast.Attribute) and inner.attr == "parent":
                 levels, inner = levels + 1, inner.value
@@ -67,8 +74,10 @@ def test_nothing_reads_outside_the_repository():
 
 def test_the_climb_check_sees_a_climb():
     # A file in tests/metrics/: parents[2] is the root, parents[3] and REPO.parent are above it.
-    source = ("from pathlib import Path\nA = Path(__file__).resolve().parents[3]\nB = REPO.parent\n"
-              "C = Path(__file__).parents[2]\nD = Path(__file__).parent.parent.parent.parent\n")
+    source = (
+        "from pathlib import Path\nA = Path(__file__).resolve().parents[3]\nB = REPO.parent\n"
+        "C = Path(__file__).parents[2]\nD = Path(__file__).parent.parent.parent.parent\n"
+    )
     assert climbs_out(source, depth=2) == [2, 3, 5]
 
 

@@ -44,9 +44,14 @@ SECRETS = (PASSWORD, KEY)
         ("http://admin:hunter2@10.0.0.5:8000/metrics", "http://admin:***@10.0.0.5:8000/metrics"),
         ("https://tok3n@vllm.internal/metrics", "https://***@vllm.internal/metrics"),
         ("admin:hunter2@10.0.0.5:8000", "admin:***@10.0.0.5:8000"),
-        ("http://h:1/m?api_key=a&apikey=b&APIKEY=c&token=d&access_token=e&secret=f&password=g&pass=h&auth=i",
-         "http://h:1/m?api_key=***&apikey=***&APIKEY=***&token=***&access_token=***&secret=***&password=***&pass=***&auth=***"),
-        ("http://s3/b?X-Amz-Credential=a&X-Amz-Signature=b&sig=c&signature=d&x=1", "http://s3/b?X-Amz-Credential=***&X-Amz-Signature=***&sig=***&signature=***&x=1"),
+        (
+            "http://h:1/m?api_key=a&apikey=b&APIKEY=c&token=d&access_token=e&secret=f&password=g&pass=h&auth=i",
+            "http://h:1/m?api_key=***&apikey=***&APIKEY=***&token=***&access_token=***&secret=***&password=***&pass=***&auth=***",
+        ),
+        (
+            "http://s3/b?X-Amz-Credential=a&X-Amz-Signature=b&sig=c&signature=d&x=1",
+            "http://s3/b?X-Amz-Credential=***&X-Amz-Signature=***&sig=***&signature=***&x=1",
+        ),
         ("http://h/m?replica=3&model=llama&keyword=x", "http://h/m?replica=3&model=llama&keyword=x"),
         ("http://h/cb#access_token=abc&state=1", "http://h/cb#access_token=***&state=1"),
         ("http://10.0.0.5:8000/metrics", "http://10.0.0.5:8000/metrics"),
@@ -57,21 +62,50 @@ def test_redact_url(url, shown):
     assert redact_url(shown) == shown  # idempotent
 
 
-@pytest.mark.parametrize("name", ["token", "Token", "key", "api_key", "api-key", "apiKey", "APIKEY", "secret", "client_secret",
-                                  "password", "passwd", "pass", "pwd", "auth", "authorization", "access_token", "sessionToken",
-                                  "signature", "sig", "X-Amz-Date", "x-amz-security-token", "X-Goog-Signature", "private_key"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "token",
+        "Token",
+        "key",
+        "api_key",
+        "api-key",
+        "apiKey",
+        "APIKEY",
+        "secret",
+        "client_secret",
+        "password",
+        "passwd",
+        "pass",
+        "pwd",
+        "auth",
+        "authorization",
+        "access_token",
+        "sessionToken",
+        "signature",
+        "sig",
+        "X-Amz-Date",
+        "x-amz-security-token",
+        "X-Goog-Signature",
+        "private_key",
+    ],
+)
 def test_secret_names(name):
     assert secret_name(name)
 
 
-@pytest.mark.parametrize("name", ["replica", "model", "keyword", "monkey", "job", "q", "instance", "engine", "format", ""])
+@pytest.mark.parametrize(
+    "name", ["replica", "model", "keyword", "monkey", "job", "q", "instance", "engine", "format", ""]
+)
 def test_names_that_are_not_secret(name):
     assert not secret_name(name)
 
 
 def test_free_text_masks_urls_bare_credentials_params_and_known_secrets():
-    text = ("GET http://u:pw1@h:9/x?token=t1 failed; proxy u2:pw2@h2:1 said api_key=k3 "
-            f"and echoed {PASSWORD} as {quote(PASSWORD)}")
+    text = (
+        "GET http://u:pw1@h:9/x?token=t1 failed; proxy u2:pw2@h2:1 said api_key=k3 "
+        f"and echoed {PASSWORD} as {quote(PASSWORD)}"
+    )
     out = redact(text, [PASSWORD])
     for secret in ("pw1", "t1", "pw2", "k3", PASSWORD):
         assert secret not in out
@@ -82,7 +116,9 @@ def test_free_text_masks_urls_bare_credentials_params_and_known_secrets():
 USERINFO_CHARS = st.characters(whitelist_categories=("Ll", "Lu", "Nd"), whitelist_characters="-._~!$&'()*+,;=")
 HOSTS = st.sampled_from(["10.0.0.5", "vllm-0.svc.cluster.local", "[::1]", "localhost"])
 PLAIN = st.sampled_from(["replica", "model", "job", "format"])
-SECRET_PARAMS = st.sampled_from(["token", "api_key", "APIKEY", "access_token", "X-Amz-Signature", "sig", "password", "Auth"])
+SECRET_PARAMS = st.sampled_from(
+    ["token", "api_key", "APIKEY", "access_token", "X-Amz-Signature", "sig", "password", "Auth"]
+)
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
@@ -95,11 +131,15 @@ SECRET_PARAMS = st.sampled_from(["token", "api_key", "APIKEY", "access_token", "
     host=HOSTS,
     port=st.none() | st.integers(1, 65535),
     path=st.sampled_from(["", "/", "/metrics", "/prom/"]),
-    params=st.lists(st.tuples(st.booleans(), PLAIN, SECRET_PARAMS, st.text(USERINFO_CHARS, min_size=1, max_size=8)), max_size=4),
+    params=st.lists(
+        st.tuples(st.booleans(), PLAIN, SECRET_PARAMS, st.text(USERINFO_CHARS, min_size=1, max_size=8)), max_size=4
+    ),
 )
 def test_no_secret_survives_redaction(scheme, user, password, raw_password, encoded, host, port, path, params):
     secret = "Zq9" + (quote(raw_password, safe="") if encoded else password)
-    query = "&".join(f"{name}=Zq9{value}" if is_secret else f"{plain}={value}" for is_secret, plain, name, value in params)
+    query = "&".join(
+        f"{name}=Zq9{value}" if is_secret else f"{plain}={value}" for is_secret, plain, name, value in params
+    )
     url = f"{scheme}{user}:{secret}@{host}{'' if port is None else f':{port}'}{path}{'?' + query if query else ''}"
     shown = redact_url(url)
     assert "Zq9" not in shown
@@ -136,8 +176,12 @@ def guarded(page: str, user: str = "admin", password: str = PASSWORD, key: str |
     async def handler(request: web.Request) -> web.StreamResponse:
         if seen is not None:
             seen.append((request.headers.get("Authorization"), dict(request.query)))
-        if request.headers.get("Authorization") != basic(user, password) or (key and request.query.get("api_key") != key):
-            return web.Response(status=401, reason=f"Who Are You {received(request)}", text=f"who are you? {received(request)}")
+        if request.headers.get("Authorization") != basic(user, password) or (
+            key and request.query.get("api_key") != key
+        ):
+            return web.Response(
+                status=401, reason=f"Who Are You {received(request)}", text=f"who are you? {received(request)}"
+            )
         return web.Response(text=page, content_type="text/plain")
 
     return handler
@@ -152,13 +196,18 @@ async def test_a_target_s_credentials_go_out_as_basic_auth_and_nowhere_else():
         await source.aclose()
     assert result.state == "up", result.error
     assert seen[0][0] == basic("admin", "p@ss:w/rd")  # percent-decoded, as curl sends it
-    assert result.name == base.removeprefix("http://") and result.url == base.replace("http://", "http://admin:***@") + "/metrics"
+    assert (
+        result.name == base.removeprefix("http://")
+        and result.url == base.replace("http://", "http://admin:***@") + "/metrics"
+    )
 
 
 async def test_the_target_s_own_credentials_win_over_token_env():
     seen: list = []
     async with serve(guarded(sample_text(V032_SMALL_KV), key=None, seen=seen)) as base:
-        source = ScrapeSource(targets_from([base.replace("http://", f"http://admin:{PASSWORD}@")]), timeout=5, token="b3arer")
+        source = ScrapeSource(
+            targets_from([base.replace("http://", f"http://admin:{PASSWORD}@")]), timeout=5, token="b3arer"
+        )
         [result] = await source.fetch(0.0)
         await source.aclose()
     assert result.state == "up" and seen == [(basic("admin", PASSWORD), {})]
@@ -167,7 +216,9 @@ async def test_the_target_s_own_credentials_win_over_token_env():
 async def test_a_refused_target_s_error_holds_no_secret():
     async with serve(guarded(sample_text(V032_SMALL_KV))) as base:
         wrong = base.replace("http://", f"http://admin:{PASSWORD}@") + f"/metrics?api_key={KEY}x"
-        source = ScrapeSource(targets_from([wrong, f"http://admin:{PASSWORD}@127.0.0.1:{closed_port()}/metrics?api_key={KEY}"]), timeout=5)
+        source = ScrapeSource(
+            targets_from([wrong, f"http://admin:{PASSWORD}@127.0.0.1:{closed_port()}/metrics?api_key={KEY}"]), timeout=5
+        )
         results = await source.fetch(0.0)
         await source.aclose()
     assert [r.state for r in results] == ["down", "down"]
@@ -177,7 +228,13 @@ async def test_a_refused_target_s_error_holds_no_secret():
 
 async def capcon(*args: str) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "console", *args, cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "console",
+        *args,
+        cwd=REPO,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(process.communicate(), timeout=60)
     return process.returncode, out.decode(), err.decode()
@@ -207,8 +264,12 @@ async def test_watch_once_records_and_prints_a_credentialed_target_without_its_s
     async with serve(guarded(page)) as base:
         good = base.replace("http://", f"http://admin:{PASSWORD}@") + f"/metrics?api_key={KEY}"
         dead = f"http://admin:{PASSWORD}@127.0.0.1:{closed_port()}/metrics?api_key={KEY}"
-        code, out, err = await capcon("watch", "--target", good, "--target", dead, "--once", "--interval", "0.3", "--db", str(db))
-        json_code, json_out, json_err = await capcon("watch", "--target", good, "--once", "--json", "--interval", "0.3", "--db", str(db))
+        code, out, err = await capcon(
+            "watch", "--target", good, "--target", dead, "--once", "--interval", "0.3", "--db", str(db)
+        )
+        json_code, json_out, json_err = await capcon(
+            "watch", "--target", good, "--once", "--json", "--interval", "0.3", "--db", str(db)
+        )
     assert code == 0 and json_code == 0, err + json_err
     report = json.loads(json_out)
     assert report["replicas"][0]["state"] == "up"
@@ -234,7 +295,9 @@ async def guarded_prometheus():
     async def query(request: web.Request) -> web.Response:
         seen.append((request.headers.get("Authorization"), request.query.get("api_key")))
         if request.headers.get("Authorization") != basic("admin", PASSWORD) or request.query.get("api_key") != KEY:
-            return web.json_response({"status": "error", "errorType": "auth", "error": f"bad password {received(request)}"}, status=401)
+            return web.json_response(
+                {"status": "error", "errorType": "auth", "error": f"bad password {received(request)}"}, status=401
+            )
         return web.json_response(EMPTY)
 
     async with serve(query, path="/prom/api/v1/query") as base:
@@ -252,11 +315,17 @@ async def test_prometheus_credentials_go_out_as_basic_auth_and_its_errors_hold_n
 
     wrong = base.replace("http://", f"http://admin:{PASSWORD}@") + f"/prom?api_key={KEY}x"
     db = tmp_path / "history.db"
-    code, out, err = await capcon("watch", "--once", "--source", "prometheus", "--prometheus", wrong, "--db", str(db), "--timeout", "5")
-    json_code, json_out, json_err = await capcon("watch", "--once", "--json", "--source", "prometheus", "--prometheus", wrong, "--timeout", "5")
+    code, out, err = await capcon(
+        "watch", "--once", "--source", "prometheus", "--prometheus", wrong, "--db", str(db), "--timeout", "5"
+    )
+    json_code, json_out, json_err = await capcon(
+        "watch", "--once", "--json", "--source", "prometheus", "--prometheus", wrong, "--timeout", "5"
+    )
     assert code == json_code == 1
     assert out.count("\n") == 1 and "query refused (HTTP 401): bad password admin:*** " in out, out
-    assert json.loads(json_out)["source_error"].startswith(f"Prometheus at {base.replace('http://', 'http://admin:***@')}/prom?api_key=***: ")
+    assert json.loads(json_out)["source_error"].startswith(
+        f"Prometheus at {base.replace('http://', 'http://admin:***@')}/prom?api_key=***: "
+    )
     assert_nowhere(db, out, err, json_out, json_err)
 
 
@@ -273,7 +342,12 @@ async def test_the_console_never_shows_a_secret(guarded_prometheus):
         good = target.replace("http://", f"http://admin:{PASSWORD}@") + f"/metrics?api_key={KEY}"
         refused = target.replace("http://", f"http://admin:{PASSWORD}@") + f"/metrics?api_key={KEY}9"
         scrape = Watcher(ScrapeSource(targets_from([good, refused]), timeout=5), 10, interval_seconds=1)
-        prometheus = Watcher(PrometheusSource(base.replace("http://", f"http://admin:{PASSWORD}@") + f"/prom?api_key={KEY}0", "", 10, timeout=5), 10)
+        prometheus = Watcher(
+            PrometheusSource(
+                base.replace("http://", f"http://admin:{PASSWORD}@") + f"/prom?api_key={KEY}0", "", 10, timeout=5
+            ),
+            10,
+        )
         app = ConsoleApp([FleetHandle("scrape", None, scrape), FleetHandle("prom", None, prometheus)], interval=60)
         screens = []
         async with app.run_test(size=(160, 50)) as pilot:
@@ -293,7 +367,9 @@ async def test_the_console_never_shows_a_secret(guarded_prometheus):
             screens.append(app.export_screenshot())
     shown = "\n".join(screens)
     text = re.sub(r"<[^>]+>", "", shown).replace("&#160;", " ")
-    assert f"http://admin:***@{target.removeprefix('http://')}/metrics?api_key=***#2" in text  # the row, and the detail screen
+    assert (
+        f"http://admin:***@{target.removeprefix('http://')}/metrics?api_key=***#2" in text
+    )  # the row, and the detail screen
     assert "DOWN" in text and "query refused (HTTP 401): bad password admin:***" in text  # the Prometheus fleet's flag
     for secret in SECRETS:
         assert secret not in shown and quote(secret) not in shown

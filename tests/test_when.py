@@ -15,26 +15,29 @@ WARSAW = ZoneInfo("Europe/Warsaw")
 NOW = datetime(2026, 11, 30, 14, 3, 22, tzinfo=UTC).timestamp()  # 15:03:22 in Warsaw
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("now", NOW),
-    ("NOW", NOW),
-    ("-15m", NOW - 900),
-    ("-2h", NOW - 7200),
-    ("-3d", NOW - 3 * 86400),
-    ("-90s", NOW - 90),
-    ("-1w", NOW - 7 * 86400),
-    ("+1.5h", NOW + 5400),
-    ("1764511402", 1764511402.0),
-    ("1764511402.25", 1764511402.25),
-    ("2026-11-30T13:00:00Z", datetime(2026, 11, 30, 13, tzinfo=UTC).timestamp()),
-    ("2026-11-30T13:00+05:30", datetime(2026, 11, 30, 7, 30, tzinfo=UTC).timestamp()),
-    ("2026-11-30 14:03", datetime(2026, 11, 30, 14, 3, tzinfo=WARSAW).timestamp()),
-    ("2026-11-30T14:03:22", datetime(2026, 11, 30, 14, 3, 22, tzinfo=WARSAW).timestamp()),
-    ("2026-11-30", datetime(2026, 11, 30, tzinfo=WARSAW).timestamp()),
-    ("09:30", datetime(2026, 11, 30, 9, 30, tzinfo=WARSAW).timestamp()),
-    ("09:30:15", datetime(2026, 11, 30, 9, 30, 15, tzinfo=WARSAW).timestamp()),
-    ("2026-07-01 12:00", datetime(2026, 7, 1, 10, tzinfo=UTC).timestamp()),  # summer time: +02:00
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("now", NOW),
+        ("NOW", NOW),
+        ("-15m", NOW - 900),
+        ("-2h", NOW - 7200),
+        ("-3d", NOW - 3 * 86400),
+        ("-90s", NOW - 90),
+        ("-1w", NOW - 7 * 86400),
+        ("+1.5h", NOW + 5400),
+        ("1764511402", 1764511402.0),
+        ("1764511402.25", 1764511402.25),
+        ("2026-11-30T13:00:00Z", datetime(2026, 11, 30, 13, tzinfo=UTC).timestamp()),
+        ("2026-11-30T13:00+05:30", datetime(2026, 11, 30, 7, 30, tzinfo=UTC).timestamp()),
+        ("2026-11-30 14:03", datetime(2026, 11, 30, 14, 3, tzinfo=WARSAW).timestamp()),
+        ("2026-11-30T14:03:22", datetime(2026, 11, 30, 14, 3, 22, tzinfo=WARSAW).timestamp()),
+        ("2026-11-30", datetime(2026, 11, 30, tzinfo=WARSAW).timestamp()),
+        ("09:30", datetime(2026, 11, 30, 9, 30, tzinfo=WARSAW).timestamp()),
+        ("09:30:15", datetime(2026, 11, 30, 9, 30, 15, tzinfo=WARSAW).timestamp()),
+        ("2026-07-01 12:00", datetime(2026, 7, 1, 10, tzinfo=UTC).timestamp()),  # summer time: +02:00
+    ],
+)
 def test_accepted_forms(text, expected):
     assert parse_when(text, NOW, WARSAW) == expected
 
@@ -67,15 +70,18 @@ def test_zone_names():
         zone_named("Mars/Olympus")
 
 
-@pytest.mark.parametrize("text", [
-    "99999999999999999999",  # unix seconds far beyond year 9999
-    "-99999999999999999999d",
-    "+99999999999999999999d",
-    "-100000w",  # before 1970
-    "0001-01-01T00:00+01:00",  # a date datetime holds but a unix time does not
-    "9999-12-31T23:59-01:00",  # a year 10000 instant in UTC
-    "1e400",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "99999999999999999999",  # unix seconds far beyond year 9999
+        "-99999999999999999999d",
+        "+99999999999999999999d",
+        "-100000w",  # before 1970
+        "0001-01-01T00:00+01:00",  # a date datetime holds but a unix time does not
+        "9999-12-31T23:59-01:00",  # a year 10000 instant in UTC
+        "1e400",
+    ],
+)
 def test_times_beyond_1970_to_9999_are_one_line_errors_not_crashes(text):
     with pytest.raises(ValueError) as caught:
         parse_when(text, NOW, WARSAW)
@@ -90,10 +96,12 @@ def test_the_edges_of_the_range_still_parse():
 
 
 @settings(max_examples=500)
-@given(st.one_of(
-    st.text(max_size=30),
-    st.from_regex(r"[-+]\s*\d{1,25}(\.\d{0,5})?\s*[smhdwSMHDWx]?", fullmatch=True),  # what `--from -...` brings
-))
+@given(
+    st.one_of(
+        st.text(max_size=30),
+        st.from_regex(r"[-+]\s*\d{1,25}(\.\d{0,5})?\s*[smhdwSMHDWx]?", fullmatch=True),  # what `--from -...` brings
+    )
+)
 def test_any_typed_time_is_a_time_in_range_or_a_one_line_refusal(text):
     try:
         at = parse_when(text, NOW, WARSAW)

@@ -109,11 +109,15 @@ class StreamingClient:
         finish_reason: str | None = None
         status: int | None = None
         try:
-            async with http.stream("POST", self.base_url.rstrip("/") + "/v1/completions", json=body, headers=self.headers) as response:
+            async with http.stream(
+                "POST", self.base_url.rstrip("/") + "/v1/completions", json=body, headers=self.headers
+            ) as response:
                 status = response.status_code
                 if status != 200:
                     text = (await response.aread()).decode("utf-8", "replace")[:200]
-                    return RequestResult(False, started, time.perf_counter() - started, status=status, error=f"HTTP {status}: {text}")
+                    return RequestResult(
+                        False, started, time.perf_counter() - started, status=status, error=f"HTTP {status}: {text}"
+                    )
                 async for line in response.aiter_lines():
                     if not line.startswith("data:"):
                         continue
@@ -132,7 +136,9 @@ class StreamingClient:
                     if chunk.get("usage"):
                         usage = chunk["usage"]
         except (httpx.HTTPError, json.JSONDecodeError, OSError) as error:
-            return RequestResult(False, started, time.perf_counter() - started, status=status, error=f"{type(error).__name__}: {error}")
+            return RequestResult(
+                False, started, time.perf_counter() - started, status=status, error=f"{type(error).__name__}: {error}"
+            )
         end = time.perf_counter()
         return RequestResult(
             ok=first is not None,
@@ -147,7 +153,9 @@ class StreamingClient:
             error="" if first is not None else "the stream ended without a token",
         )
 
-    async def run(self, prompts: Sequence[str], concurrency: int, max_tokens: int, ignore_eos: bool = True) -> LoadResult:
+    async def run(
+        self, prompts: Sequence[str], concurrency: int, max_tokens: int, ignore_eos: bool = True
+    ) -> LoadResult:
         """Send every prompt, at most `concurrency` in flight at once (a closed loop)."""
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")

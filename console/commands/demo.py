@@ -47,19 +47,44 @@ def add_parser(sub):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--plan", metavar="FILE", help="simulate this plan instead of the built-in demo plan")
-    parser.add_argument("--replicas", type=_replica_count, default=DEMO_REPLICAS, help=f"simulated replicas, 1 to {MAX_REPLICAS} (default {DEMO_REPLICAS})")
     parser.add_argument(
-        "--time-scale", type=time_scale, default=DEMO_TIME_SCALE,
+        "--replicas",
+        type=_replica_count,
+        default=DEMO_REPLICAS,
+        help=f"simulated replicas, 1 to {MAX_REPLICAS} (default {DEMO_REPLICAS})",
+    )
+    parser.add_argument(
+        "--time-scale",
+        type=time_scale,
+        default=DEMO_TIME_SCALE,
         help=f"simulated seconds of the plan's week per real second (default {DEMO_TIME_SCALE:g}: a day in 5 minutes)",
     )
-    parser.add_argument("--start", type=_week_time, default=_week_time("mon 07:00"), metavar="'DAY HH:MM'", help="where in the week the traffic starts (default 'mon 07:00', before the morning ramp)")
+    parser.add_argument(
+        "--start",
+        type=_week_time,
+        default=_week_time("mon 07:00"),
+        metavar="'DAY HH:MM'",
+        help="where in the week the traffic starts (default 'mon 07:00', before the morning ramp)",
+    )
     parser.add_argument("--seed", type=seed, default=1, help="random seed of the traffic (default 1; 0 to 2^63-1)")
-    parser.add_argument("--interval", type=bounded(float, 0.0, 3600.0, "3600 seconds (an hour)"), default=1.0, metavar="S",
-                        help="seconds between refreshes (default 1, at least 1, at most 3600)")
-    parser.add_argument("--window", type=bounded(float, 0.0, 86400.0, "86400 seconds (a day)"), default=DEMO_WINDOW_SECONDS, metavar="S",
-                        help=f"seconds the rates and percentiles cover (default {DEMO_WINDOW_SECONDS:g}, at most 86400)")
+    parser.add_argument(
+        "--interval",
+        type=bounded(float, 0.0, 3600.0, "3600 seconds (an hour)"),
+        default=1.0,
+        metavar="S",
+        help="seconds between refreshes (default 1, at least 1, at most 3600)",
+    )
+    parser.add_argument(
+        "--window",
+        type=bounded(float, 0.0, 86400.0, "86400 seconds (a day)"),
+        default=DEMO_WINDOW_SECONDS,
+        metavar="S",
+        help=f"seconds the rates and percentiles cover (default {DEMO_WINDOW_SECONDS:g}, at most 86400)",
+    )
     parser.add_argument("--read-only", action="store_true", help="dim the keys that change the fleet (spike, fault)")
-    parser.add_argument("--theme", default=None, metavar="NAME", help="Textual theme (default ansi-dark: the terminal's own colours)")
+    parser.add_argument(
+        "--theme", default=None, metavar="NAME", help="Textual theme (default ansi-dark: the terminal's own colours)"
+    )
     from console.commands.recording import add_recording_options
 
     # Off unless --db: a demo should not fill the user's own history.
@@ -79,7 +104,9 @@ def run(args) -> int:
     check_console_interval(args.interval)
     check_theme(args.theme)
     if args.window < args.interval:
-        raise UserError(f"--window {args.window:g}: shorter than --interval {args.interval:g}; expected a window of at least the interval")
+        raise UserError(
+            f"--window {args.window:g}: shorter than --interval {args.interval:g}; expected a window of at least the interval"
+        )
     plan = load_plan(args.plan or demo_plan_path())
     from console.commands.sim import check_rps_scale
 
@@ -100,7 +127,11 @@ def demo_handle(sim, plan, window_seconds: float, interval_seconds: float):
 
     # The simulated fleet runs the plan's week fast: the plan is read at the simulated hour, not the clock's.
     return handle_on_urls(
-        plan.name, plan, sim.metrics_urls, window_seconds, interval_seconds,
+        plan.name,
+        plan,
+        sim.metrics_urls,
+        window_seconds,
+        interval_seconds,
         plan_clock=lambda now: week_time(sim.traffic.week_seconds()),
     )
 
@@ -111,7 +142,9 @@ async def _demo(plan, args, path=None) -> int:
     from console.sim.fleet import SimFleet
     from console.tui.app import DEFAULT_THEME, ConsoleApp
 
-    async with SimFleet(plan, replicas=args.replicas, speed=args.time_scale, seed=args.seed, start_week_seconds=args.start) as sim:
+    async with SimFleet(
+        plan, replicas=args.replicas, speed=args.time_scale, seed=args.seed, start_week_seconds=args.start
+    ) as sim:
         handle = demo_handle(sim, plan, args.window, args.interval)
         with recording(path, args, [handle], "demo") as recorder:
             app = ConsoleApp(

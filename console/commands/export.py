@@ -45,6 +45,7 @@ class WriteFailed(UserError):
 
     exit_code = 1
 
+
 WHAT = ("samples", "flags", "events", "figures")
 
 DESCRIPTION = """\
@@ -74,16 +75,31 @@ history file or another SQLite file, a damaged history).
 
 def add_parser(sub):
     parser = sub.add_parser(
-        "export", help="recorded samples, flags, events or figures as csv or jsonl",
-        description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        "export",
+        help="recorded samples, flags, events or figures as csv or jsonl",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_history_options(parser)
-    parser.add_argument("--from", dest="start", metavar="WHEN", required=True, help="start: ISO date-time (local unless Z/+01:00), HH:MM, -2h, now, unix seconds")
+    parser.add_argument(
+        "--from",
+        dest="start",
+        metavar="WHEN",
+        required=True,
+        help="start: ISO date-time (local unless Z/+01:00), HH:MM, -2h, now, unix seconds",
+    )
     parser.add_argument("--to", dest="end", metavar="WHEN", required=True, help="end (inclusive), same forms")
     parser.add_argument("--format", required=True, metavar="FORMAT", help="csv or jsonl")
-    parser.add_argument("--output", metavar="FILE", default="-",
-                        help="file to write, whole or not at all (default or -: standard output); never the history file or another SQLite file")
-    parser.add_argument("--what", default="samples", metavar="WHAT", help=f"what to export: {', '.join(WHAT)} (default samples)")
+    parser.add_argument(
+        "--output",
+        metavar="FILE",
+        default="-",
+        help="file to write, whole or not at all (default or -: standard output); never the history file or another SQLite file",
+    )
+    parser.add_argument(
+        "--what", default="samples", metavar="WHAT", help=f"what to export: {', '.join(WHAT)} (default samples)"
+    )
     parser.set_defaults(run=run)
     return parser
 
@@ -170,7 +186,9 @@ def refuse_output(output: str, history: Path) -> None:
         if not stat.S_ISREG(found.st_mode):
             return
         if (found.st_dev, found.st_ino) in identities:
-            raise UserError(f"standard output is {_which(identities[(found.st_dev, found.st_ino)], base)}; expected another file (--output FILE)")
+            raise UserError(
+                f"standard output is {_which(identities[(found.st_dev, found.st_ino)], base)}; expected another file (--output FILE)"
+            )
         kind = _sqlite_kind(_head(sys.stdout.fileno())) if found.st_size else None
         if kind:
             raise UserError(f"standard output is {kind}; expected a csv or jsonl file, or a pipe")
@@ -186,25 +204,31 @@ def refuse_output(output: str, history: Path) -> None:
     except OSError as error:
         raise UserError(f"{shown}: cannot write ({error.strerror}); expected a writable file path") from None
     if found is not None and (found.st_dev, found.st_ino) in identities:
-        raise UserError(f"{shown}: is {_which(identities[(found.st_dev, found.st_ino)], base)} (by another name); expected another file")
+        raise UserError(
+            f"{shown}: is {_which(identities[(found.st_dev, found.st_ino)], base)} (by another name); expected another file"
+        )
     if found is not None and stat.S_ISDIR(found.st_mode):
         raise UserError(f"{shown}: cannot write (Is a directory); expected a writable file path")
     if found is not None and stat.S_ISREG(found.st_mode) and found.st_size:
         head = _head(real)
         if head is None:
-            raise UserError(f"{shown}: cannot be read to make sure it is no SQLite file; expected a file this user can read, or a new path")
+            raise UserError(
+                f"{shown}: cannot be read to make sure it is no SQLite file; expected a file this user can read, or a new path"
+            )
         kind = _sqlite_kind(head)
         if kind:
             raise UserError(f"{shown}: is {kind}; expected a csv or jsonl file to replace, or a new path")
     for side in SIDE_FILES:
         if real.endswith(side) and _sqlite_kind(_head(real[: -len(side)])):
-            raise UserError(f"{shown}: is the {side[1:]} file of the SQLite file {output[: -len(side)]}; expected another file")
+            raise UserError(
+                f"{shown}: is the {side[1:]} file of the SQLite file {output[: -len(side)]}; expected another file"
+            )
 
 
 def _which(path: str, base: str) -> str:
     if path == base:
         return f"{base}, the history being exported"
-    return f"{path}, the {path[len(base):]} file of the history being exported"
+    return f"{path}, the {path[len(base) :]} file of the history being exported"
 
 
 class _Counted:
@@ -221,8 +245,10 @@ def _rows_words(count: int) -> str:
 
 def _failed_words(counted: _Counted, error: OSError) -> str:
     """A stream that cannot be taken back (standard output, a device): how far it got, at most."""
-    return (f"write failed at row {counted.rows + 1} or before ({_strerror(error)}); what it received is incomplete,"
-            " not a whole export")
+    return (
+        f"write failed at row {counted.rows + 1} or before ({_strerror(error)}); what it received is incomplete,"
+        " not a whole export"
+    )
 
 
 @contextmanager
@@ -251,9 +277,13 @@ def _output(path: str, counted: _Counted):
         yield from _in_place(path, shown, counted)
         return
     try:
-        descriptor, temporary = tempfile.mkstemp(dir=os.path.dirname(target) or ".", prefix=f".{os.path.basename(target)}.", suffix=".part")
+        descriptor, temporary = tempfile.mkstemp(
+            dir=os.path.dirname(target) or ".", prefix=f".{os.path.basename(target)}.", suffix=".part"
+        )
     except OSError as error:
-        raise UserError(f"{shown}: cannot write ({error.strerror}); expected a writable file path in an existing folder") from None
+        raise UserError(
+            f"{shown}: cannot write ({error.strerror}); expected a writable file path in an existing folder"
+        ) from None
     left = "was left as it was" if found is not None else "was not created"
     try:
         try:
@@ -261,11 +291,15 @@ def _output(path: str, counted: _Counted):
                 counted.stream = file
                 yield file
                 file.flush()
-                os.fsync(file.fileno())  # on disk before it takes the name: a crash leaves the old file or the whole new one
+                os.fsync(
+                    file.fileno()
+                )  # on disk before it takes the name: a crash leaves the old file or the whole new one
             os.chmod(temporary, stat.S_IMODE(found.st_mode) if found is not None else 0o666 & ~_umask())
             os.replace(temporary, target)
         except OSError as error:
-            raise WriteFailed(f"{shown}: write failed after {_rows_words(counted.rows)} ({_strerror(error)}); {path} {left}") from None
+            raise WriteFailed(
+                f"{shown}: write failed after {_rows_words(counted.rows)} ({_strerror(error)}); {path} {left}"
+            ) from None
     except BaseException:
         try:
             os.unlink(temporary)
@@ -375,25 +409,46 @@ def _samples(store: Store, fleets, start, end, form):
     jsonl = form == "jsonl"
     columns = list(_SAMPLE_COLUMNS)
     if jsonl:
-        columns += ["requests_by_reason", "kv_usage_by_engine", "kv_capacity_by_engine"] + [f"{h}_buckets" for h in HISTOGRAM_COLUMNS]
+        columns += ["requests_by_reason", "kv_usage_by_engine", "kv_capacity_by_engine"] + [
+            f"{h}_buckets" for h in HISTOGRAM_COLUMNS
+        ]
 
     def rows():
         for query in (rollups, raw):
             # A cursor of its own: rows are read as they are written out.
-            for at, fleet, replica, url, resolution, poll_id, *values in store.connection.cursor().execute(query, (*ids, start, end)):
+            for at, fleet, replica, url, resolution, poll_id, *values in store.connection.cursor().execute(
+                query, (*ids, start, end)
+            ):
                 stored = dict(zip(read, values))
                 row = {
-                    "time": _iso(at), "unix": at, "fleet": fleet, "replica": replica, "url": url,
-                    "resolution": resolution, "poll": poll_id,
+                    "time": _iso(at),
+                    "unix": at,
+                    "fleet": fleet,
+                    "replica": replica,
+                    "url": url,
+                    "resolution": resolution,
+                    "poll": poll_id,
                 }
-                for key in ("state", "error", "sampled_at", "start_time", *COUNTER_COLUMNS, "running", "waiting", "kv_usage", "kv_capacity_tokens"):
+                for key in (
+                    "state",
+                    "error",
+                    "sampled_at",
+                    "start_time",
+                    *COUNTER_COLUMNS,
+                    "running",
+                    "waiting",
+                    "kv_usage",
+                    "kv_capacity_tokens",
+                ):
                     row[key] = json_out.finite(stored[key])
                 for name in HISTOGRAM_COLUMNS:
                     histogram = read_histogram(stored[name], store.bounds)
                     row[f"{name}_count"] = histogram.count if histogram else None
                     row[f"{name}_sum"] = histogram.sum if histogram else None
                     if jsonl:
-                        row[f"{name}_buckets"] = {_le(b): c for b, c in zip(histogram.bounds, histogram.counts)} if histogram else None
+                        row[f"{name}_buckets"] = (
+                            {_le(b): c for b, c in zip(histogram.bounds, histogram.counts)} if histogram else None
+                        )
                 if jsonl:
                     for key in ("requests_by_reason", "kv_usage_by_engine", "kv_capacity_by_engine"):
                         row[key] = json_out.loads(stored[key]) if stored[key] else None
@@ -404,7 +459,21 @@ def _samples(store: Store, fleets, start, end, form):
 
 # --- flags and events ----------------------------------------------------------
 
-_FLAG_COLUMNS = ["time", "unix", "fleet", "change", "flag_id", "kind", "subject", "severity", "since_time", "since", "why", "todo", "figures"]
+_FLAG_COLUMNS = [
+    "time",
+    "unix",
+    "fleet",
+    "change",
+    "flag_id",
+    "kind",
+    "subject",
+    "severity",
+    "since_time",
+    "since",
+    "why",
+    "todo",
+    "figures",
+]
 _EVENT_COLUMNS = ["time", "unix", "fleet", "kind", "subject", "detail"]
 
 
@@ -416,9 +485,19 @@ def _flags(store: Store, fleets, start, end, form):
             if event.fleet not in chosen:
                 continue
             yield {
-                "time": _iso(event.at), "unix": event.at, "fleet": event.fleet, "change": event.change,
-                "flag_id": event.flag_id, "kind": event.kind, "subject": event.subject, "severity": event.severity,
-                "since_time": _iso(event.since), "since": event.since, "why": event.why, "todo": event.todo, "figures": event.figures,
+                "time": _iso(event.at),
+                "unix": event.at,
+                "fleet": event.fleet,
+                "change": event.change,
+                "flag_id": event.flag_id,
+                "kind": event.kind,
+                "subject": event.subject,
+                "severity": event.severity,
+                "since_time": _iso(event.since),
+                "since": event.since,
+                "why": event.why,
+                "todo": event.todo,
+                "figures": event.figures,
             }
 
     return _FLAG_COLUMNS, rows()
@@ -441,8 +520,12 @@ def _events(store: Store, fleets, start, end, form):
             if named and not chosen.intersection(named):
                 continue  # another fleet's; an event that names no fleet belongs to every export
             yield {
-                "time": _iso(event.at), "unix": event.at, "fleet": ",".join(named) or None, "kind": event.kind,
-                "subject": event.subject, "detail": event.detail,
+                "time": _iso(event.at),
+                "unix": event.at,
+                "fleet": ",".join(named) or None,
+                "kind": event.kind,
+                "subject": event.subject,
+                "detail": event.detail,
             }
 
     return _EVENT_COLUMNS, rows()
@@ -471,8 +554,14 @@ def _figures(store: Store, fleets, start, end, form):
         for _, _, poll, figures in merge(*(replayed(f) for f in recorded_fleets(store, fleets, start, end))):
             for subject, f in ((FLEET_TOTAL, figures.fleet), *((r.name, r) for r in figures.replicas)):
                 row = {
-                    "time": _iso(poll.at), "unix": poll.at, "fleet": poll.fleet, "poll": poll.id,
-                    "subject": subject, "url": f.url, "window_seconds": figures.window_seconds, "source": figures.source,
+                    "time": _iso(poll.at),
+                    "unix": poll.at,
+                    "fleet": poll.fleet,
+                    "poll": poll.id,
+                    "subject": subject,
+                    "url": f.url,
+                    "window_seconds": figures.window_seconds,
+                    "source": figures.source,
                 }
                 for name in _FIGURE_FIELDS:
                     row[name] = getattr(f, name)

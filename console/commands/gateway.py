@@ -73,56 +73,153 @@ def add_parser(sub):
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("plan", metavar="PLAN", nargs="?", help="plan file (YAML): its overflow section, fleet and "
-                        "concurrency per replica set the policy at start")
-    parser.add_argument("--target", action="append", default=[], metavar="URL",
-                        help="a replica (host:port or http(s) URL); repeat for each (default: the plan's fleet.targets)")
-    parser.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
-                        help="where clients connect (default 127.0.0.1:8080; 0.0.0.0:8080 for every interface; port 0: a free one)")
-    parser.add_argument("--admin", metavar="HOST:PORT",
-                        help="the admin API's listener (default 127.0.0.1:8081 when --admin-token-env is given)")
-    parser.add_argument("--admin-token-env", metavar="VAR",
-                        help="environment variable holding the admin API's bearer token (required for the admin API)")
-    parser.add_argument("--mode", choices=MODES, help="the mode at start (default: the plan's overflow.mode; pass without a plan)")
-    parser.add_argument("--max-queue", type=_number(int, 0, MAX_QUEUE), metavar="N",
-                        help="requests waiting, all replicas together (default: the plan's max_queue x replicas / instances)")
-    parser.add_argument("--max-wait", type=_number(float, 0, MAX_WAIT_SECONDS, low_open=True), metavar="SECONDS",
-                        help="a queued request's deadline (default: the plan's max_wait_seconds, or 5)")
-    parser.add_argument("--max-inflight", type=_number(int, 1, MAX_INFLIGHT), metavar="N",
-                        help="requests in flight per replica before new ones wait, in the queueing modes "
-                             "(default: the planner's concurrency per replica at the peak)")
-    parser.add_argument("--instances", type=_number(int, 1, MAX_INSTANCES), default=1, metavar="N",
-                        help="gateways behind the load balancer: each enforces 1/N of the plan's queue and in-flight cap")
-    parser.add_argument("--hosted-url", metavar="URL", help="hosted OpenAI-compatible endpoint (default: the plan's hosted_url)")
-    parser.add_argument("--hosted-model", action="append", default=[], metavar="[LOCAL=]REMOTE",
-                        help="the hosted model for a local one (or for all); repeat (default: the plan's hosted_model)")
-    parser.add_argument("--hosted-key-env", metavar="VAR", help="environment variable holding the hosted endpoint's API key")
-    parser.add_argument("--hosted-after-queue", type=_number(int, 0, MAX_QUEUE), metavar="N",
-                        help="hosted mode: queued requests past which new ones go to the hosted endpoint (default 0)")
-    parser.add_argument("--hosted-price-per-million", type=_number(float, 0, 1e6), metavar="DOLLARS",
-                        help="price of a million hosted tokens, for capcon_gateway_hosted_cost_dollars_total")
-    parser.add_argument("--prompts-may-leave", action="store_true",
-                        help="without a plan: prompts may go to the hosted endpoint (a plan says so in data.prompts_may_leave)")
-    parser.add_argument("--defer-action", choices=("reject", "hold"),
-                        help="defer mode: refuse deferrable work until off-peak (reject, default) or hold it in a batch queue")
-    parser.add_argument("--max-batch-queue", type=_number(int, 0, MAX_QUEUE), metavar="N",
-                        help="defer mode, hold: deferrable requests held at most (default 1000)")
-    parser.add_argument("--batch-release-share", type=_number(float, 0, 1, low_open=True), default=0.5, metavar="X",
-                        help="defer mode, hold: held work goes to replicas under X of the in-flight cap (default 0.5)")
-    parser.add_argument("--off-peak", metavar="HH:MM[-HH:MM]",
-                        help="daily off-peak window, for Retry-After to deferrable work (default: the plan's idle hours)")
+    parser.add_argument(
+        "plan",
+        metavar="PLAN",
+        nargs="?",
+        help="plan file (YAML): its overflow section, fleet and concurrency per replica set the policy at start",
+    )
+    parser.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a replica (host:port or http(s) URL); repeat for each (default: the plan's fleet.targets)",
+    )
+    parser.add_argument(
+        "--listen",
+        default="127.0.0.1:8080",
+        metavar="HOST:PORT",
+        help="where clients connect (default 127.0.0.1:8080; 0.0.0.0:8080 for every interface; port 0: a free one)",
+    )
+    parser.add_argument(
+        "--admin",
+        metavar="HOST:PORT",
+        help="the admin API's listener (default 127.0.0.1:8081 when --admin-token-env is given)",
+    )
+    parser.add_argument(
+        "--admin-token-env",
+        metavar="VAR",
+        help="environment variable holding the admin API's bearer token (required for the admin API)",
+    )
+    parser.add_argument(
+        "--mode", choices=MODES, help="the mode at start (default: the plan's overflow.mode; pass without a plan)"
+    )
+    parser.add_argument(
+        "--max-queue",
+        type=_number(int, 0, MAX_QUEUE),
+        metavar="N",
+        help="requests waiting, all replicas together (default: the plan's max_queue x replicas / instances)",
+    )
+    parser.add_argument(
+        "--max-wait",
+        type=_number(float, 0, MAX_WAIT_SECONDS, low_open=True),
+        metavar="SECONDS",
+        help="a queued request's deadline (default: the plan's max_wait_seconds, or 5)",
+    )
+    parser.add_argument(
+        "--max-inflight",
+        type=_number(int, 1, MAX_INFLIGHT),
+        metavar="N",
+        help="requests in flight per replica before new ones wait, in the queueing modes "
+        "(default: the planner's concurrency per replica at the peak)",
+    )
+    parser.add_argument(
+        "--instances",
+        type=_number(int, 1, MAX_INSTANCES),
+        default=1,
+        metavar="N",
+        help="gateways behind the load balancer: each enforces 1/N of the plan's queue and in-flight cap",
+    )
+    parser.add_argument(
+        "--hosted-url", metavar="URL", help="hosted OpenAI-compatible endpoint (default: the plan's hosted_url)"
+    )
+    parser.add_argument(
+        "--hosted-model",
+        action="append",
+        default=[],
+        metavar="[LOCAL=]REMOTE",
+        help="the hosted model for a local one (or for all); repeat (default: the plan's hosted_model)",
+    )
+    parser.add_argument(
+        "--hosted-key-env", metavar="VAR", help="environment variable holding the hosted endpoint's API key"
+    )
+    parser.add_argument(
+        "--hosted-after-queue",
+        type=_number(int, 0, MAX_QUEUE),
+        metavar="N",
+        help="hosted mode: queued requests past which new ones go to the hosted endpoint (default 0)",
+    )
+    parser.add_argument(
+        "--hosted-price-per-million",
+        type=_number(float, 0, 1e6),
+        metavar="DOLLARS",
+        help="price of a million hosted tokens, for capcon_gateway_hosted_cost_dollars_total",
+    )
+    parser.add_argument(
+        "--prompts-may-leave",
+        action="store_true",
+        help="without a plan: prompts may go to the hosted endpoint (a plan says so in data.prompts_may_leave)",
+    )
+    parser.add_argument(
+        "--defer-action",
+        choices=("reject", "hold"),
+        help="defer mode: refuse deferrable work until off-peak (reject, default) or hold it in a batch queue",
+    )
+    parser.add_argument(
+        "--max-batch-queue",
+        type=_number(int, 0, MAX_QUEUE),
+        metavar="N",
+        help="defer mode, hold: deferrable requests held at most (default 1000)",
+    )
+    parser.add_argument(
+        "--batch-release-share",
+        type=_number(float, 0, 1, low_open=True),
+        default=0.5,
+        metavar="X",
+        help="defer mode, hold: held work goes to replicas under X of the in-flight cap (default 0.5)",
+    )
+    parser.add_argument(
+        "--off-peak",
+        metavar="HH:MM[-HH:MM]",
+        help="daily off-peak window, for Retry-After to deferrable work (default: the plan's idle hours)",
+    )
     parser.add_argument("--db", metavar="PATH", help="history file: every policy switch is written to its events")
-    parser.add_argument("--health-interval", type=_number(float, 0.1, 300), default=5.0, metavar="SECONDS",
-                        help="seconds between health checks of every replica (default 5)")
-    parser.add_argument("--drain-timeout", type=_number(float, 0, 3600), default=30.0, metavar="SECONDS",
-                        help="on SIGTERM or Ctrl+C, how long streams in flight may go on (default 30)")
-    parser.add_argument("--max-body-bytes", type=_number(int, 1024, MAX_BODY_BYTES), default=4 * 1024 * 1024,
-                        metavar="N", help="largest request body; bigger ones get 413 (default 4 MiB)")
-    parser.add_argument("--upstream-timeout", type=_number(float, 1, 3600), default=600.0, metavar="SECONDS",
-                        help="longest silence from a replica within one answer (default 600)")
-    parser.add_argument("--loop", choices=("auto", "asyncio", "uvloop"), default="auto",
-                        help="event loop: uvloop when installed (auto, default; benchmarks/bench_gateway.py measures "
-                             "what it saves), or asyncio's own")
+    parser.add_argument(
+        "--health-interval",
+        type=_number(float, 0.1, 300),
+        default=5.0,
+        metavar="SECONDS",
+        help="seconds between health checks of every replica (default 5)",
+    )
+    parser.add_argument(
+        "--drain-timeout",
+        type=_number(float, 0, 3600),
+        default=30.0,
+        metavar="SECONDS",
+        help="on SIGTERM or Ctrl+C, how long streams in flight may go on (default 30)",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=_number(int, 1024, MAX_BODY_BYTES),
+        default=4 * 1024 * 1024,
+        metavar="N",
+        help="largest request body; bigger ones get 413 (default 4 MiB)",
+    )
+    parser.add_argument(
+        "--upstream-timeout",
+        type=_number(float, 1, 3600),
+        default=600.0,
+        metavar="SECONDS",
+        help="longest silence from a replica within one answer (default 600)",
+    )
+    parser.add_argument(
+        "--loop",
+        choices=("auto", "asyncio", "uvloop"),
+        default="auto",
+        help="event loop: uvloop when installed (auto, default; benchmarks/bench_gateway.py measures "
+        "what it saves), or asyncio's own",
+    )
     parser.set_defaults(run=run)
     return parser
 
@@ -134,8 +231,10 @@ def _secret(variable: str, option: str, minimum: int = 1) -> str:
     if not value.strip():
         raise UserError(f"{option} {variable}: the variable is not set or empty; expected it to hold the token")
     if len(value.strip()) < minimum:
-        raise UserError(f"{option} {variable}: the token is shorter than {minimum} characters; expected a random "
-                        f"token such as `openssl rand -hex 16` gives")
+        raise UserError(
+            f"{option} {variable}: the token is shorter than {minimum} characters; expected a random "
+            f"token such as `openssl rand -hex 16` gives"
+        )
     return value.strip()
 
 
@@ -150,13 +249,17 @@ def build_config(args):
 
     plan = load_plan(args.plan) if args.plan else None
     if plan is not None and args.prompts_may_leave and not plan.data.prompts_may_leave:
-        raise UserError(f"--prompts-may-leave: the plan {args.plan} says data.prompts_may_leave: false; the plan "
-                        "decides where prompts may go")
+        raise UserError(
+            f"--prompts-may-leave: the plan {args.plan} says data.prompts_may_leave: false; the plan "
+            "decides where prompts may go"
+        )
     texts = list(args.target)
     if not texts and plan is not None and plan.fleet is not None:
         if plan.fleet.prometheus_url and not plan.fleet.targets:
-            raise UserError(f"{args.plan}: the plan's fleet is read through Prometheus; expected --target URL for "
-                            "each replica the gateway sends requests to")
+            raise UserError(
+                f"{args.plan}: the plan's fleet is read through Prometheus; expected --target URL for "
+                "each replica the gateway sends requests to"
+            )
         texts = list(plan.fleet.targets)
     if not texts:
         raise UserError("no replicas: expected --target URL (repeat for each replica) or a plan with fleet.targets")
@@ -188,20 +291,36 @@ def build_config(args):
         policy = cfg.policy_from_plan(plan, len(targets), instances)
         cap = args.max_inflight or cfg.planned_cap_from_plan(plan, instances)
     else:
-        policy = Policy(mode="pass", max_queue=64, max_wait_seconds=5.0, hosted_allowed=bool(args.prompts_may_leave),
-                        actor="plan", reason="no plan: the gateway's options at start")
+        policy = Policy(
+            mode="pass",
+            max_queue=64,
+            max_wait_seconds=5.0,
+            hosted_allowed=bool(args.prompts_may_leave),
+            actor="plan",
+            reason="no plan: the gateway's options at start",
+        )
         cap = args.max_inflight
-    changes = {k: v for k, v in {
-        "mode": args.mode, "max_queue": args.max_queue, "max_wait_seconds": args.max_wait,
-        "hosted_after_queue": args.hosted_after_queue, "defer_action": args.defer_action,
-        "max_batch_queue": args.max_batch_queue}.items() if v is not None}
+    changes = {
+        k: v
+        for k, v in {
+            "mode": args.mode,
+            "max_queue": args.max_queue,
+            "max_wait_seconds": args.max_wait,
+            "hosted_after_queue": args.hosted_after_queue,
+            "defer_action": args.defer_action,
+            "max_batch_queue": args.max_batch_queue,
+        }.items()
+        if v is not None
+    }
     if changes:
         shown = ", ".join(f"--{k.replace('_seconds', '').replace('_', '-')} {v}" for k, v in changes.items())
         changes["reason"] = f"{policy.reason} with {shown}"
         policy = replace(policy, **changes)
     if policy.mode != "pass" and cap is None:
-        raise UserError(f"--mode {policy.mode}: without a plan there is no in-flight cap per replica; expected "
-                        "--max-inflight N (requests in flight per replica before new ones wait)")
+        raise UserError(
+            f"--mode {policy.mode}: without a plan there is no in-flight cap per replica; expected "
+            "--max-inflight N (requests in flight per replica before new ones wait)"
+        )
 
     hosted_url = args.hosted_url or (plan.overflow.hosted_url if plan is not None else None)
     if hosted_url:
@@ -210,23 +329,30 @@ def build_config(args):
         except ValueError as problem:
             raise UserError(f"--hosted-url {cfg.shown(hosted_url)!r}: {problem}; expected an http(s) URL") from None
         if "?" in hosted_url or "#" in hosted_url:
-            raise UserError(f"--hosted-url {cfg.shown(hosted_url)!r}: expected a base URL without a query; "
-                            "an API key goes in --hosted-key-env")
+            raise UserError(
+                f"--hosted-url {cfg.shown(hosted_url)!r}: expected a base URL without a query; "
+                "an API key goes in --hosted-key-env"
+            )
     models = {}
-    for text in args.hosted_model or ([plan.overflow.hosted_model] if plan is not None and plan.overflow.hosted_model
-                                      else []):
+    for text in args.hosted_model or (
+        [plan.overflow.hosted_model] if plan is not None and plan.overflow.hosted_model else []
+    ):
         local, equals, remote = text.partition("=")
         local, remote = (local.strip(), remote.strip()) if equals else ("*", local.strip())
         if not local or not remote:
             raise UserError(f"--hosted-model {text!r}: expected REMOTE or LOCAL=REMOTE")
         models[local] = remote
     if (models or args.hosted_key_env) and not hosted_url:
-        raise UserError("--hosted-model/--hosted-key-env: no hosted endpoint; expected --hosted-url (or the plan's hosted_url)")
+        raise UserError(
+            "--hosted-model/--hosted-key-env: no hosted endpoint; expected --hosted-url (or the plan's hosted_url)"
+        )
     hosted_key = _secret(args.hosted_key_env, "--hosted-key-env") if args.hosted_key_env else None
     if policy.mode == "hosted":
         if not policy.hosted_allowed:
-            raise UserError("--mode hosted: prompts may not leave (the plan's data.prompts_may_leave is false, or "
-                            "no --prompts-may-leave without a plan); expected bounded_queue or defer")
+            raise UserError(
+                "--mode hosted: prompts may not leave (the plan's data.prompts_may_leave is false, or "
+                "no --prompts-may-leave without a plan); expected bounded_queue or defer"
+            )
         if not hosted_url:
             raise UserError("--mode hosted: no hosted endpoint; expected --hosted-url (or the plan's hosted_url)")
 
@@ -251,12 +377,25 @@ def build_config(args):
         history = SwitchHistory(args.db, fleet)
         history.open()
     return cfg.GatewayConfig(
-        targets=tuple(targets), plan_policy=policy, planned_cap=cap, listen=listen, admin=admin, admin_token=token,
-        hosted_url=hosted_url.rstrip("/") if hosted_url else None, hosted_models=models, hosted_key=hosted_key,
-        hosted_price_per_million=args.hosted_price_per_million, off_peak=off_peak,
-        batch_release_share=args.batch_release_share, health_interval=args.health_interval,
-        health_timeout=min(2.0, max(0.5, args.health_interval)), drain_timeout=args.drain_timeout,
-        max_body_bytes=args.max_body_bytes, upstream_timeout=args.upstream_timeout, fleet_name=fleet, history=history,
+        targets=tuple(targets),
+        plan_policy=policy,
+        planned_cap=cap,
+        listen=listen,
+        admin=admin,
+        admin_token=token,
+        hosted_url=hosted_url.rstrip("/") if hosted_url else None,
+        hosted_models=models,
+        hosted_key=hosted_key,
+        hosted_price_per_million=args.hosted_price_per_million,
+        off_peak=off_peak,
+        batch_release_share=args.batch_release_share,
+        health_interval=args.health_interval,
+        health_timeout=min(2.0, max(0.5, args.health_interval)),
+        drain_timeout=args.drain_timeout,
+        max_body_bytes=args.max_body_bytes,
+        upstream_timeout=args.upstream_timeout,
+        fleet_name=fleet,
+        history=history,
     )
 
 
@@ -294,15 +433,18 @@ async def _serve(config, loop_name: str = "asyncio") -> None:
         except OSError as error:
             if config.history is not None:
                 config.history.close()
-            raise UserError(f"cannot listen: {error.strerror or error}; expected a free port for --listen and --admin "
-                            f"(or port 0)") from None
+            raise UserError(
+                f"cannot listen: {error.strerror or error}; expected a free port for --listen and --admin (or port 0)"
+            ) from None
         policy = gateway.policy()
         print(f"capcon gateway: listening on {gateway.url} in front of {len(config.targets)} replica(s):")
         for replica in gateway.replicas:
             print(f"  {replica.url}  {'healthy' if replica.healthy else 'NOT ANSWERING: ' + replica.problem}")
         cap = config.planned_cap
-        print(f"policy: {policy.mode} ({policy.reason}): {summary(policy)}"
-              + (f"; in-flight cap {cap} per replica" if cap else ""))
+        print(
+            f"policy: {policy.mode} ({policy.reason}): {summary(policy)}"
+            + (f"; in-flight cap {cap} per replica" if cap else "")
+        )
         if gateway.admin_url:
             where = "" if is_loopback(config.admin[0]) else " (NOT loopback: reachable from the network)"
             print(f"admin API on {gateway.admin_url}{where}: GET/PUT /admin/policy, GET /admin/state")
@@ -311,8 +453,11 @@ async def _serve(config, loop_name: str = "asyncio") -> None:
         print(f"metrics on {gateway.url}/metrics; event loop: {loop_name}")
         print("Ctrl+C stops it.", flush=True)
         await stop.wait()
-        print(f"stopping: queued requests get 503; streams in flight have up to {config.drain_timeout:g} s "
-              f"({gateway.in_flight()} now)", flush=True)
+        print(
+            f"stopping: queued requests get 503; streams in flight have up to {config.drain_timeout:g} s "
+            f"({gateway.in_flight()} now)",
+            flush=True,
+        )
         await gateway.stop()
         print("stopped.", flush=True)
     finally:
@@ -328,7 +473,9 @@ def _loop_factory(choice: str):
         import uvloop  # optional
     except ImportError:  # a third-party extra, not installed on Windows (pyproject.toml): auto runs on asyncio's loop
         if choice == "uvloop":
-            raise UserError("--loop uvloop: uvloop is not installed; expected `pip install uvloop`, or --loop asyncio") from None
+            raise UserError(
+                "--loop uvloop: uvloop is not installed; expected `pip install uvloop`, or --loop asyncio"
+            ) from None
         return None
     return uvloop.new_event_loop
 

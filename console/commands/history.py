@@ -77,14 +77,28 @@ def add_parser(sub):
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter,
     )
     add_history_options(parser)
-    parser.add_argument("--from", dest="start", metavar="WHEN",
-                        help="start (default: 24 hours before the end; 7 days with --by day or --plan)")
+    parser.add_argument(
+        "--from",
+        dest="start",
+        metavar="WHEN",
+        help="start (default: 24 hours before the end; 7 days with --by day or --plan)",
+    )
     parser.add_argument("--to", dest="end", metavar="WHEN", help="end (default: the last recorded poll, included)")
     parser.add_argument("--by", choices=("hour", "day"), default=None, help="a line per hour (default) or per day")
-    parser.add_argument("--plan", metavar="FILE", help="compare the recorded week with this plan (with --by: summarise against its capacity)")
+    parser.add_argument(
+        "--plan",
+        metavar="FILE",
+        help="compare the recorded week with this plan (with --by: summarise against its capacity)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
-    parser.add_argument("--tz", metavar="ZONE", help="the clock hours and days are cut on (default: the plan's time zone, else local)")
-    parser.add_argument("--salvage", metavar="NEW", help="copy what can still be read of a damaged history file into the new file NEW, then exit")
+    parser.add_argument(
+        "--tz", metavar="ZONE", help="the clock hours and days are cut on (default: the plan's time zone, else local)"
+    )
+    parser.add_argument(
+        "--salvage",
+        metavar="NEW",
+        help="copy what can still be read of a damaged history file into the new file NEW, then exit",
+    )
     parser.set_defaults(run=run)
     return parser
 
@@ -94,7 +108,9 @@ def add_parser(sub):
 
 def add_history_options(parser) -> None:
     # `--from -2h` reaches the option as a value: console.cli.joined_values writes it `--from=-2h`.
-    parser.add_argument("--db", metavar="PATH", help="the history file (default: history.sqlite in the user's data directory)")
+    parser.add_argument(
+        "--db", metavar="PATH", help="the history file (default: history.sqlite in the user's data directory)"
+    )
     parser.add_argument("--fleet", metavar="NAME", help="one fleet (default: every recorded fleet)")
 
 
@@ -117,7 +133,9 @@ def time_range(args, now: float, default_from: str, zone=None) -> tuple[float, f
     start = when_option("--from", args.start, default_from, now, zone)
     end = when_option("--to", args.end, "now", now, zone)
     if not end > start:
-        raise UserError(f"--from {format_when(start, zone)} is not before --to {format_when(end, zone)}; expected an earlier --from")
+        raise UserError(
+            f"--from {format_when(start, zone)} is not before --to {format_when(end, zone)}; expected an earlier --from"
+        )
     return start, end
 
 
@@ -125,10 +143,14 @@ def chosen_fleets(store: Store, name: str | None) -> list[str]:
     known = [f.name for f in store.fleets()]
     if name is None:
         if not known:
-            raise UserError(f"{store.path}: no fleet recorded yet; expected a file written by `capcon watch` or `capcon record`")
+            raise UserError(
+                f"{store.path}: no fleet recorded yet; expected a file written by `capcon watch` or `capcon record`"
+            )
         return known
     if name not in known:
-        raise UserError(f"--fleet {name!r}: not in {store.path}; expected one of: {', '.join(known) or '(none recorded)'}")
+        raise UserError(
+            f"--fleet {name!r}: not in {store.path}; expected one of: {', '.join(known) or '(none recorded)'}"
+        )
     return [name]
 
 
@@ -156,7 +178,9 @@ class _Plans:
         return self.parsed[plan_id]
 
 
-def hour_summaries(store: Store, fleet: str, start: float, end: float, zone, plans: _Plans, file_plan: Plan | None) -> list[Summary]:
+def hour_summaries(
+    store: Store, fleet: str, start: float, end: float, zone, plans: _Plans, file_plan: Plan | None
+) -> list[Summary]:
     """One summary per hour of `zone` overlapping [start, end), read an hour at a time (memory stays small)."""
     flags = raised_flags(store, fleet, start, end)
     summaries = []
@@ -170,7 +194,9 @@ def hour_summaries(store: Store, fleet: str, start: float, end: float, zone, pla
     return summaries
 
 
-def _expected(store: Store, fleet: str, plan: Plan, hour: float, start: float, end: float, summary: Summary) -> PlanHour:
+def _expected(
+    store: Store, fleet: str, plan: Plan, hour: float, start: float, end: float, summary: Summary
+) -> PlanHour:
     """The plan's hour as the console read it: at the recorded plan clock, else the wall clock in the plan's zone.
 
     A `demo --db` recording runs a simulated week: its polls carry the plan clock the console
@@ -213,16 +239,25 @@ def history_range(args, now: float, default_from: str, last: float | None, zone=
         end = when_option("--to", args.end, "now", now, zone)
     else:
         end = last if last is not None else now
-    start = when_option("--from", args.start if args.start is not None else default_from,
-                        "now", now if args.start is not None else end, zone)
+    start = when_option(
+        "--from",
+        args.start if args.start is not None else default_from,
+        "now",
+        now if args.start is not None else end,
+        zone,
+    )
     if not end > start:
         if args.end is None:
             return start, start
-        raise UserError(f"--from {format_when(start, zone)} is not before --to {format_when(end, zone)}; expected an earlier --from")
+        raise UserError(
+            f"--from {format_when(start, zone)} is not before --to {format_when(end, zone)}; expected an earlier --from"
+        )
     return start, end
 
 
-def tabulated_range(start: float, end: float, spans: list[tuple[float | None, float | None]], zone) -> tuple[float, float, str | None]:
+def tabulated_range(
+    start: float, end: float, spans: list[tuple[float | None, float | None]], zone
+) -> tuple[float, float, str | None]:
     """A range longer than a year is cut to what was recorded in it, with a note saying so."""
     if end - start <= LONGEST_TABULATED_SECONDS:
         return start, end, None
@@ -232,8 +267,10 @@ def tabulated_range(start: float, end: float, spans: list[tuple[float | None, fl
     cut_end = min(end, max(lasts)) if lasts else end
     if not cut_end > cut_start:
         cut_start = cut_end = start
-    note = (f"the range {format_when(start, zone)[:16]} to {format_when(end, zone)[:16]} is longer than a year: "
-            f"only its recorded part is shown")
+    note = (
+        f"the range {format_when(start, zone)[:16]} to {format_when(end, zone)[:16]} is longer than a year: "
+        f"only its recorded part is shown"
+    )
     return cut_start, cut_end, note
 
 
@@ -305,15 +342,21 @@ def _salvage(args) -> int:
         raise UserError(f"{source}: no such history file; expected the damaged file as --db")
     target = Path(args.salvage)
     if not target.parent.is_dir():
-        raise UserError(f"--salvage {target}: folder {target.parent} does not exist; expected a new file in an existing folder")
+        raise UserError(
+            f"--salvage {target}: folder {target.parent} does not exist; expected a new file in an existing folder"
+        )
     report = salvage(source, target)
     rows = sum(report.copied.values())
-    print(f"salvaged {rows} rows of {source} into {target}: {report.copied.get('polls', 0)} polls,"
-          f" {report.copied.get('samples', 0)} samples, {report.copied.get('minutes', 0)} rolled-up minutes")
+    print(
+        f"salvaged {rows} rows of {source} into {target}: {report.copied.get('polls', 0)} polls,"
+        f" {report.copied.get('samples', 0)} samples, {report.copied.get('minutes', 0)} rolled-up minutes"
+    )
     if report.damaged:
         print(f"rows on the damaged pages of {', '.join(report.damaged)} are lost; use --db {target} from now on")
     if report.indexes_failed:
-        print(f"note: indexes not rebuilt (garbage rows in the copy): {', '.join(report.indexes_failed)}", file=sys.stderr)
+        print(
+            f"note: indexes not rebuilt (garbage rows in the copy): {', '.join(report.indexes_failed)}", file=sys.stderr
+        )
     return 0
 
 
@@ -378,13 +421,15 @@ def _print_summaries(args, by, start, end, reports, unreadable, note=None) -> No
         out = {"from": iso_when(start), "to": iso_when(end), "by": by, "fleets": []}
         for fleet, zone, plan, hours, _ in reports:
             rows = _trimmed(args, hours if by == "hour" else day_summaries(hours, start, end, zone))
-            out["fleets"].append({
-                "fleet": fleet,
-                "timezone": _zone_name(zone),
-                "plan": plan.name if plan else None,
-                "samples": any(h.has_data for h in hours),
-                "rows": [_row_json(r, zone) for r in rows],
-            })
+            out["fleets"].append(
+                {
+                    "fleet": fleet,
+                    "timezone": _zone_name(zone),
+                    "plan": plan.name if plan else None,
+                    "samples": any(h.has_data for h in hours),
+                    "rows": [_row_json(r, zone) for r in rows],
+                }
+            )
         notes = ([note] if note else []) + [f"a recorded plan could not be read: {text}" for text in unreadable]
         if notes:
             out["notes"] = notes
@@ -395,7 +440,9 @@ def _print_summaries(args, by, start, end, reports, unreadable, note=None) -> No
             print()
         span = f"{_span_text(start, end, zone)} ({_zone_name(zone)})"
         if not any(h.has_data for h in hours):
-            recorded = f"; recorded from {format_when(first, zone)} to {format_when(last, zone)}" if first is not None else ""
+            recorded = (
+                f"; recorded from {format_when(first, zone)} to {format_when(last, zone)}" if first is not None else ""
+            )
             print(f"fleet {fleet}: no samples from {span}{recorded}")
             continue
         rows = _trimmed(args, hours if by == "hour" else day_summaries(hours, start, end, zone))
@@ -410,7 +457,9 @@ def _print_summaries(args, by, start, end, reports, unreadable, note=None) -> No
             print("TPOT95 from the inter-token histogram where the servers have no per-request TPOT.")
         restarts = sum(r.restarts for r in rows)
         if restarts:
-            print(f"{restarts} replica restart{'s' if restarts != 1 else ''} in the span: counts resume from each new process start.")
+            print(
+                f"{restarts} replica restart{'s' if restarts != 1 else ''} in the span: counts resume from each new process start."
+            )
     for text in unreadable:
         print(f"note: a recorded plan could not be read ({text}); its hours show no load", file=sys.stderr)
 
@@ -447,13 +496,18 @@ def _table(rows: list[Summary], zone, by: str) -> str:
             fmt.share(s.load),
         ]
         if hour:
-            cells += [fmt.rate(s.plan.capacity_rps) if s.plan else fmt.UNKNOWN, ", ".join(f"{k} {c}" if c > 1 else k for k, c in s.flags.items())]
+            cells += [
+                fmt.rate(s.plan.capacity_rps) if s.plan else fmt.UNKNOWN,
+                ", ".join(f"{k} {c}" if c > 1 else k for k, c in s.flags.items()),
+            ]
         lines.append(cells)
     widths = [max(len(headers[i]), *(len(row[i]) for row in lines)) for i in range(len(headers))]
+
     def line(cells):
         parts = [cells[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(cells[1:-1], widths[1:-1])]
         last = cells[-1].ljust(widths[-1]) if hour else cells[-1].rjust(widths[-1])
         return "  ".join(parts + [last]).rstrip()
+
     return "\n".join([line(headers)] + [line(cells) for cells in lines])
 
 
@@ -472,7 +526,9 @@ def _print_fits(args, start, end, plan: Plan, fits, note=None) -> None:
         span = _span_text(start, end, zone)
         if not fit.hours_with_data:
             recorded = any(h.has_data for h in hours)
-            why = "no hour holds five recorded minutes (the busiest five minutes need them)" if recorded else "no samples"
+            why = (
+                "no hour holds five recorded minutes (the busiest five minutes need them)" if recorded else "no samples"
+            )
             print(f"fleet {fleet}: {why} from {span} ({plan.timezone}); nothing to compare with plan {plan.name}")
             continue
         print(f"fleet {fleet} against plan {plan.name} · hours on {plan.timezone}")
@@ -501,19 +557,23 @@ def _fit_table(fit: WeekFit) -> str:
     headers = ("hour", "observed", "planned", "obs/plan", "in obs", "in plan", "out obs", "out plan")
     rows = []
     for h in fit.hours:
-        rows.append((
-            f"{DAYS[h.weekday]} {h.hour:02d}:00",
-            fmt.rate(h.observed_rps),
-            fmt.rate(h.planned_rps),
-            f"{h.ratio:.2f}" if h.ratio is not None else fmt.UNKNOWN,
-            fmt.tokens(h.observed_input_mean),
-            fmt.tokens(h.planned_input_mean),
-            fmt.tokens(h.observed_output_mean),
-            fmt.tokens(h.planned_output_mean),
-        ))
+        rows.append(
+            (
+                f"{DAYS[h.weekday]} {h.hour:02d}:00",
+                fmt.rate(h.observed_rps),
+                fmt.rate(h.planned_rps),
+                f"{h.ratio:.2f}" if h.ratio is not None else fmt.UNKNOWN,
+                fmt.tokens(h.observed_input_mean),
+                fmt.tokens(h.planned_input_mean),
+                fmt.tokens(h.observed_output_mean),
+                fmt.tokens(h.planned_output_mean),
+            )
+        )
     widths = [max(len(headers[i]), *(len(r[i]) for r in rows)) for i in range(len(headers))]
+
     def line(cells):
         return "  ".join([cells[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:])])
+
     return "\n".join([line(headers)] + [line(r) for r in rows])
 
 
@@ -548,7 +608,12 @@ def _fit_json(fleet: str, fit: WeekFit) -> dict:
         "planned_interactive_output_mean": fit.planned_interactive_output_mean,
         "suggested_rps": {name: [list(day) for day in table] for name, table in fit.suggested_rps.items()},
         "suggested_tokens": {
-            name: {"input_mean": t.input_mean, "input_p95": t.input_p95, "output_mean": t.output_mean, "output_max": t.output_max}
+            name: {
+                "input_mean": t.input_mean,
+                "input_p95": t.input_p95,
+                "output_mean": t.output_mean,
+                "output_max": t.output_max,
+            }
             for name, t in fit.suggested_tokens.items()
         },
         "suggested_yaml": fit.yaml,

@@ -52,8 +52,12 @@ def add_parser(sub):
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("file", nargs="+", metavar="FILE",
-                        help="plan file (YAML), e.g. plans/assistant-70b.yaml; several give one report each, in order")
+    parser.add_argument(
+        "file",
+        nargs="+",
+        metavar="FILE",
+        help="plan file (YAML), e.g. plans/assistant-70b.yaml; several give one report each, in order",
+    )
     parser.add_argument(
         "--schedule",
         action="store_true",
@@ -84,7 +88,11 @@ def run(args) -> int:
         if len(reports) == 1:
             body = reports[0][2]
         else:
-            body = {"plans": [{"plan": sizing.plan_name, "plan_file": path, **figures} for path, sizing, figures, _ in reports]}
+            body = {
+                "plans": [
+                    {"plan": sizing.plan_name, "plan_file": path, **figures} for path, sizing, figures, _ in reports
+                ]
+            }
         text = json.dumps(body, indent=2, allow_nan=False) + "\n"
     else:
         # Each report starts with its own heading line, `capcon plan: NAME  (FILE)`.

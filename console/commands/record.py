@@ -63,12 +63,34 @@ def add_parser(sub):
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("plan", nargs="*", metavar="PLAN", help="plan file(s); each plan's fleet section names its targets; several plans record several fleets")
+    parser.add_argument(
+        "plan",
+        nargs="*",
+        metavar="PLAN",
+        help="plan file(s); each plan's fleet section names its targets; several plans record several fleets",
+    )
     add_source_options(parser, "the history")
-    parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_SECONDS, metavar="S",
-                        help=f"seconds between polls (default {DEFAULT_INTERVAL_SECONDS:g}, at least {MIN_INTERVAL:g})")
-    parser.add_argument("--window", type=float, default=None, metavar="S", help="seconds the recorded flags' rates and percentiles cover (default 60)")
-    parser.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds (default: until SIGTERM or Ctrl+C)")
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=DEFAULT_INTERVAL_SECONDS,
+        metavar="S",
+        help=f"seconds between polls (default {DEFAULT_INTERVAL_SECONDS:g}, at least {MIN_INTERVAL:g})",
+    )
+    parser.add_argument(
+        "--window",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds the recorded flags' rates and percentiles cover (default 60)",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop after S seconds (default: until SIGTERM or Ctrl+C)",
+    )
     add_recording_options(parser, default_on=True, offer_no_record=False)
     # build_source (shared with watch) reads these; a recorder never runs the --once path.
     parser.set_defaults(run=run, once=False, no_record=False)
@@ -79,7 +101,9 @@ def _check(args) -> None:
     if not math.isfinite(args.interval) or args.interval < MIN_INTERVAL:
         raise UserError(f"--interval {args.interval:g}: expected at least {MIN_INTERVAL:g} seconds")
     if args.window is not None and (not math.isfinite(args.window) or args.window < args.interval):
-        raise UserError(f"--window {args.window:g}: expected a number of seconds of at least --interval ({args.interval:g})")
+        raise UserError(
+            f"--window {args.window:g}: expected a number of seconds of at least --interval ({args.interval:g})"
+        )
     if args.timeout is not None and (not math.isfinite(args.timeout) or args.timeout <= 0):
         raise UserError(f"--timeout {args.timeout:g}: expected a positive number of seconds")
     if args.duration is not None and (not math.isfinite(args.duration) or args.duration <= 0):
@@ -110,8 +134,11 @@ def run(args) -> int:
         flush=True,
     )
     if recorder.checking:
-        print(f"capcon record: checking {path} for damage before the first write (a big file); polls wait meanwhile",
-              file=sys.stderr, flush=True)
+        print(
+            f"capcon record: checking {path} for damage before the first write (a big file); polls wait meanwhile",
+            file=sys.stderr,
+            flush=True,
+        )
     recorder.start(detail={"command": "record", "fleets": fleet_names, "interval": args.interval})
     hurried: list[int] = []
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
@@ -133,7 +160,11 @@ def run(args) -> int:
             close_recorder(recorder, "record", give_up="a second Ctrl+C or SIGTERM gives up")
         status = recorder.status
         if hurried:
-            print(f"capcon record: a second {signal.Signals(hurried[0]).name} ended the wait for the file", file=sys.stderr, flush=True)
+            print(
+                f"capcon record: a second {signal.Signals(hurried[0]).name} ended the wait for the file",
+                file=sys.stderr,
+                flush=True,
+            )
         print(f"stopped: {polls(status.written)} written to {path}", flush=True)
     finally:
         for signum, handler in previous.items():
@@ -150,7 +181,11 @@ def _say_state(status) -> None:
     elif status.state in ("locked", "read-only", "full"):
         # A log that cannot be folded into the file still takes the polls: nothing waits then.
         waits = "; polls wait in memory" if status.waiting else ""
-        print(f"capcon record: history {status.state}: {status.detail}{waits} ({status.path})", file=sys.stderr, flush=True)
+        print(
+            f"capcon record: history {status.state}: {status.detail}{waits} ({status.path})",
+            file=sys.stderr,
+            flush=True,
+        )
     elif status.state == "error":
         print(f"capcon record: history error: {status.detail} ({status.path})", file=sys.stderr, flush=True)
 
@@ -161,6 +196,7 @@ async def _record(handles: list[FleetHandle], recorder, interval: float, duratio
     `on_stop` (a signal handler) takes SIGINT and SIGTERM once polling has stopped."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
     def signalled(signum: int) -> None:
         if stop.is_set() and on_stop is not None:
             on_stop(signum, None)  # a second signal while the poll loops wind down
@@ -172,7 +208,9 @@ async def _record(handles: list[FleetHandle], recorder, interval: float, duratio
         loop.call_later(duration, stop.set)
     cadence = Cadence(interval)
     loops = [
-        asyncio.create_task(poll_loop(PollFeed(handle, recorder), cadence, *_said(handle.name)), name=f"record-{handle.name}")
+        asyncio.create_task(
+            poll_loop(PollFeed(handle, recorder), cadence, *_said(handle.name)), name=f"record-{handle.name}"
+        )
         for handle in handles
     ]
     try:

@@ -40,17 +40,31 @@ def add_recording_options(parser, default_on: bool, offer_no_record: bool = True
     """--db and retention; `default_on`: the command records unless --no-record (watch), else only with --db (demo)."""
     group = parser.add_argument_group("recording (the history file: replay, history, export read it)")
     if default_on:
-        group.add_argument("--db", metavar="PATH", help="history file to record to (default: history.sqlite in the user's data directory, "
-                           "e.g. ~/.local/share/capcon/)")
+        group.add_argument(
+            "--db",
+            metavar="PATH",
+            help="history file to record to (default: history.sqlite in the user's data directory, "
+            "e.g. ~/.local/share/capcon/)",
+        )
         if offer_no_record:
             group.add_argument("--no-record", action="store_true", help="do not record this session")
     else:
         group.add_argument("--db", metavar="PATH", help="record to this history file (off unless given)")
-    group.add_argument("--keep-raw", type=parse_duration, default=None, metavar="DURATION",
-                       help="keep every raw sample this long, then only one-minute rollups (default: what the file already keeps; "
-                       f"{RAW_DEFAULT} for a new file; units s m h d w)")
-    group.add_argument("--keep-minutes", type=parse_duration, default=None, metavar="DURATION",
-                       help=f"keep the one-minute rollups this long (default: what the file already keeps; {MINUTES_DEFAULT} for a new file)")
+    group.add_argument(
+        "--keep-raw",
+        type=parse_duration,
+        default=None,
+        metavar="DURATION",
+        help="keep every raw sample this long, then only one-minute rollups (default: what the file already keeps; "
+        f"{RAW_DEFAULT} for a new file; units s m h d w)",
+    )
+    group.add_argument(
+        "--keep-minutes",
+        type=parse_duration,
+        default=None,
+        metavar="DURATION",
+        help=f"keep the one-minute rollups this long (default: what the file already keeps; {MINUTES_DEFAULT} for a new file)",
+    )
 
 
 def retention_of(args, kept=None):
@@ -61,7 +75,9 @@ def retention_of(args, kept=None):
     if args.keep_raw is None and args.keep_minutes is None:
         return None
     raw = args.keep_raw if args.keep_raw is not None else (kept.raw_seconds if kept else RAW_SECONDS)
-    minutes = args.keep_minutes if args.keep_minutes is not None else (kept.minutes_seconds if kept else MINUTES_SECONDS)
+    minutes = (
+        args.keep_minutes if args.keep_minutes is not None else (kept.minutes_seconds if kept else MINUTES_SECONDS)
+    )
     if args.keep_minutes is None and minutes < raw:
         minutes = raw  # --keep-raw alone beyond the rollups' span: the rollups follow it
     if minutes < raw:
@@ -114,27 +130,37 @@ def retention_words(recorder) -> str:
     kept, now = recorder.stored_retention, recorder.retention
     words = f"raw {show_duration(now.raw_seconds)}, rollups {show_duration(now.minutes_seconds)}"
     if shortened(recorder):
-        words += (f" (shortened: the file kept raw {show_duration(kept.raw_seconds)},"
-                  f" rollups {show_duration(kept.minutes_seconds)})")
+        words += (
+            f" (shortened: the file kept raw {show_duration(kept.raw_seconds)},"
+            f" rollups {show_duration(kept.minutes_seconds)})"
+        )
     return words
 
 
 def shortened(recorder) -> bool:
     kept, now = recorder.stored_retention, recorder.retention
-    return bool(recorder.retention_explicit and kept is not None
-                and (now.raw_seconds < kept.raw_seconds or now.minutes_seconds < kept.minutes_seconds))
+    return bool(
+        recorder.retention_explicit
+        and kept is not None
+        and (now.raw_seconds < kept.raw_seconds or now.minutes_seconds < kept.minutes_seconds)
+    )
 
 
 def say_shortened(recorder, verb: str) -> None:
     if shortened(recorder):
-        print(f"capcon {verb}: history {recorder.path}: keeping {retention_words(recorder)}", file=sys.stderr, flush=True)
+        print(
+            f"capcon {verb}: history {recorder.path}: keeping {retention_words(recorder)}", file=sys.stderr, flush=True
+        )
 
 
 @contextmanager
 def _sigint_gives_up(recorder):
     """Ctrl+C during the close ends the wait (what is queued is counted) instead of a traceback.
     Left alone when the caller already handles SIGINT (`capcon record`), or off the main thread."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
         yield
         return
     signal.signal(signal.SIGINT, lambda signum, frame: recorder.give_up())
@@ -161,7 +187,11 @@ def recording(path: Path | None, args, handles, verb: str):
         recorder.leave_out(taken, fleets)
         if args.db:
             for writer in taken.values():
-                print(f"capcon {verb}: {writer.words(str(path))}; not recording it in this session", file=sys.stderr, flush=True)
+                print(
+                    f"capcon {verb}: {writer.words(str(path))}; not recording it in this session",
+                    file=sys.stderr,
+                    flush=True,
+                )
     mine = [name for name in fleets if name not in taken]
     if mine:
         recorder.start(detail={"command": verb, "fleets": mine, "interval": args.interval})
@@ -178,8 +208,12 @@ def close_recorder(recorder, verb: str, give_up: str = "Ctrl+C gives up") -> Non
     Ctrl+C ends it (unless the caller handles SIGINT itself and says so in `give_up`)."""
 
     def say_wait(waiting: int, seconds: float) -> None:
-        print(f"capcon {verb}: writing {waiting} queued poll{'' if waiting == 1 else 's'} to {recorder.path}; waiting up to {math.ceil(seconds)} s"
-              f" for the file ({give_up})", file=sys.stderr, flush=True)
+        print(
+            f"capcon {verb}: writing {waiting} queued poll{'' if waiting == 1 else 's'} to {recorder.path}; waiting up to {math.ceil(seconds)} s"
+            f" for the file ({give_up})",
+            file=sys.stderr,
+            flush=True,
+        )
 
     with _sigint_gives_up(recorder):
         status = recorder.close(CLOSE_TIMEOUT_SECONDS, on_wait=say_wait)

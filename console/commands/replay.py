@@ -42,13 +42,36 @@ def add_parser(sub):
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--db", metavar="PATH", default=None, help="the history file (default: history.sqlite in the user's data directory, as `capcon watch` writes)")
-    parser.add_argument("--fleet", action="append", default=[], metavar="NAME", help="replay this fleet; repeat for several (default: every fleet in the file, with the overview screen)")
-    parser.add_argument("--from", dest="start", metavar="WHEN", default=None, help="start here (default: the start of the recording)")
-    parser.add_argument("--to", dest="end", metavar="WHEN", default=None, help="stop here (default: the end of the recording)")
-    parser.add_argument("--speed", type=float, default=1.0, metavar="X", help=f"replay speed, {MIN_SPEED:g} to {MAX_SPEED:g} (default 1: the recorded pace)")
+    parser.add_argument(
+        "--db",
+        metavar="PATH",
+        default=None,
+        help="the history file (default: history.sqlite in the user's data directory, as `capcon watch` writes)",
+    )
+    parser.add_argument(
+        "--fleet",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="replay this fleet; repeat for several (default: every fleet in the file, with the overview screen)",
+    )
+    parser.add_argument(
+        "--from", dest="start", metavar="WHEN", default=None, help="start here (default: the start of the recording)"
+    )
+    parser.add_argument(
+        "--to", dest="end", metavar="WHEN", default=None, help="stop here (default: the end of the recording)"
+    )
+    parser.add_argument(
+        "--speed",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help=f"replay speed, {MIN_SPEED:g} to {MAX_SPEED:g} (default 1: the recorded pace)",
+    )
     parser.add_argument("--paused", action="store_true", help="open paused at the start")
-    parser.add_argument("--theme", default=None, metavar="NAME", help="Textual theme (default ansi-dark: the terminal's own colours)")
+    parser.add_argument(
+        "--theme", default=None, metavar="NAME", help="Textual theme (default ansi-dark: the terminal's own colours)"
+    )
     parser.set_defaults(run=run)
     return parser
 
@@ -98,7 +121,9 @@ def open_app(args, now: float | None = None):
         with reading_errors(replay.path):  # a damaged file: one line, exit 2 (once open, the console says it)
             handles = [RecordedFleetLabel(f.name, f.first_plan()) for f in replay.fleets]
             first = replay.fleets[0].read(replay.fleets[0].first, replay.fleets[0].first)[0]
-        return ConsoleApp(handles, interval=first.interval_seconds, theme=args.theme or DEFAULT_THEME, replay=controller)
+        return ConsoleApp(
+            handles, interval=first.interval_seconds, theme=args.theme or DEFAULT_THEME, replay=controller
+        )
     except BaseException:
         replay.close()
         raise

@@ -84,8 +84,9 @@ MIN_STATUS_EVERY = 0.1  # a status line more often floods the terminal
 def status_every(text: str) -> float:
     value = _status_every(text)
     if 0 < value < MIN_STATUS_EVERY:
-        raise argparse.ArgumentTypeError(f"{_shown(text)}: expected 0 (never) or at least {MIN_STATUS_EVERY:g} seconds, "
-                                         f"at most 86400")
+        raise argparse.ArgumentTypeError(
+            f"{_shown(text)}: expected 0 (never) or at least {MIN_STATUS_EVERY:g} seconds, at most 86400"
+        )
     return value
 
 
@@ -121,23 +122,58 @@ def add_parser(sub):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("plan", metavar="PLAN", help="plan file (YAML), e.g. plans/internal-assistant-18rps.yaml")
-    parser.add_argument("--replicas", type=_replica_count, metavar="N",
-                        help=f"replicas to start, 1 to {MAX_REPLICAS} (default: the plan's replicas for the peak plus redundancy)")
-    parser.add_argument("--rps-scale", type=rps_scale, default=1.0, metavar="X",
-                        help="multiply the plan's arrival rates by X (default 1: the plan's fleet-wide traffic); "
-                             f"the busiest hour times X at most {MAX_SIM_RPS:g} requests per second")
-    parser.add_argument("--time-scale", type=time_scale, default=288.0, metavar="X",
-                        help="profile seconds per real second (default 288: a day in 5 minutes; 1: real time; at most 1000000)")
-    parser.add_argument("--port", type=port, default=0, metavar="P",
-                        help="first port; replicas listen on P, P+1, ... (default: free ports)")
-    parser.add_argument("--start", type=_week_time, default=7 * 3600.0, metavar="'DAY HH:MM'",
-                        help="moment of the plan's week to start at (default 'mon 07:00', before the morning ramp)")
-    parser.add_argument("--seed", type=seed, default=0, metavar="S", help="random seed for arrivals and lengths (0 to 2^63-1)")
-    parser.add_argument("--traffic", choices=("inprocess", "http", "off"), default="inprocess",
-                        help="inprocess (default, light on CPU): requests go straight into the engines; "
-                             "http: as real /v1/completions calls; off: no traffic")
-    parser.add_argument("--status-every", type=status_every, default=10.0, metavar="SECONDS",
-                        help="print a status line this often (0: never; default 10; at most 86400)")
+    parser.add_argument(
+        "--replicas",
+        type=_replica_count,
+        metavar="N",
+        help=f"replicas to start, 1 to {MAX_REPLICAS} (default: the plan's replicas for the peak plus redundancy)",
+    )
+    parser.add_argument(
+        "--rps-scale",
+        type=rps_scale,
+        default=1.0,
+        metavar="X",
+        help="multiply the plan's arrival rates by X (default 1: the plan's fleet-wide traffic); "
+        f"the busiest hour times X at most {MAX_SIM_RPS:g} requests per second",
+    )
+    parser.add_argument(
+        "--time-scale",
+        type=time_scale,
+        default=288.0,
+        metavar="X",
+        help="profile seconds per real second (default 288: a day in 5 minutes; 1: real time; at most 1000000)",
+    )
+    parser.add_argument(
+        "--port",
+        type=port,
+        default=0,
+        metavar="P",
+        help="first port; replicas listen on P, P+1, ... (default: free ports)",
+    )
+    parser.add_argument(
+        "--start",
+        type=_week_time,
+        default=7 * 3600.0,
+        metavar="'DAY HH:MM'",
+        help="moment of the plan's week to start at (default 'mon 07:00', before the morning ramp)",
+    )
+    parser.add_argument(
+        "--seed", type=seed, default=0, metavar="S", help="random seed for arrivals and lengths (0 to 2^63-1)"
+    )
+    parser.add_argument(
+        "--traffic",
+        choices=("inprocess", "http", "off"),
+        default="inprocess",
+        help="inprocess (default, light on CPU): requests go straight into the engines; "
+        "http: as real /v1/completions calls; off: no traffic",
+    )
+    parser.add_argument(
+        "--status-every",
+        type=status_every,
+        default=10.0,
+        metavar="SECONDS",
+        help="print a status line this often (0: never; default 10; at most 86400)",
+    )
     parser.set_defaults(run=run)
     return parser
 
@@ -160,8 +196,16 @@ async def _serve(args, plan, replicas: int) -> None:
     deadlines: list[threading.Timer] = []
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, _on_signal, stop, deadlines)
-    fleet = SimFleet(plan, replicas, base_port=args.port, speed=args.time_scale, seed=args.seed,
-                     rps_scale=args.rps_scale, traffic=args.traffic, start_week_seconds=args.start)
+    fleet = SimFleet(
+        plan,
+        replicas,
+        base_port=args.port,
+        speed=args.time_scale,
+        seed=args.seed,
+        rps_scale=args.rps_scale,
+        traffic=args.traffic,
+        start_week_seconds=args.start,
+    )
     try:
         if await _start(fleet, stop, args, replicas):
             await _run_until_stopped(fleet, stop, args, plan, replicas)
@@ -200,8 +244,10 @@ def _exit_now(why: str) -> None:
 
 async def _run_until_stopped(fleet, stop: asyncio.Event, args, plan, replicas: int) -> None:
     try:
-        print(f"simulated fleet of plan {plan.name!r}: {replicas} replica(s) of {plan.model.name} "
-              f"on {fleet.shape.tensor_parallel} x {plan.gpu.name}, traffic {args.traffic}")
+        print(
+            f"simulated fleet of plan {plan.name!r}: {replicas} replica(s) of {plan.model.name} "
+            f"on {fleet.shape.tensor_parallel} x {plan.gpu.name}, traffic {args.traffic}"
+        )
         print("targets (each serves /metrics and the OpenAI API):")
         for url in fleet.urls:
             print(f"  {url}")
@@ -244,8 +290,10 @@ async def _start(fleet, stop: asyncio.Event, args, replicas: int) -> bool:
         return True
     await fleet.close()
     if (isinstance(error, OSError) and error.errno == errno.EMFILE) or "Too many open files" in str(error):
-        raise UserError(f"--replicas {replicas}: too many open files for this many servers; "
-                        f"expected fewer replicas, or a higher open-file limit (ulimit -n)") from None
+        raise UserError(
+            f"--replicas {replicas}: too many open files for this many servers; "
+            f"expected fewer replicas, or a higher open-file limit (ulimit -n)"
+        ) from None
     if isinstance(error, OSError) and args.port:
         raise UserError(f"--port {args.port}: {error}; choose another port or leave --port out") from None
     if isinstance(error, (OSError, ValueError)):
@@ -288,8 +336,10 @@ def run(args) -> int:
     check_rps_scale(plan, args.rps_scale, args.traffic)
     replicas = args.replicas or size(plan).replicas_with_redundancy
     if replicas > MAX_REPLICAS:
-        raise UserError(f"{args.plan}: the plan needs {replicas} replicas; at most {MAX_REPLICAS} run on one machine, "
-                        f"expected --replicas N (N <= {MAX_REPLICAS}) with --rps-scale to match")
+        raise UserError(
+            f"{args.plan}: the plan needs {replicas} replicas; at most {MAX_REPLICAS} run on one machine, "
+            f"expected --replicas N (N <= {MAX_REPLICAS}) with --rps-scale to match"
+        )
     if args.port and args.port + replicas - 1 > 65535:
         raise UserError(f"--port {args.port}: {replicas} replicas need ports up to {args.port + replicas - 1}")
     try:

@@ -62,20 +62,54 @@ def add_parser(sub):
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("plan", nargs="*", metavar="PLAN", help="plan file(s); each plan's fleet section names its targets; several plans open an overview of the fleets")
+    parser.add_argument(
+        "plan",
+        nargs="*",
+        metavar="PLAN",
+        help="plan file(s); each plan's fleet section names its targets; several plans open an overview of the fleets",
+    )
     add_source_options(parser, "the console and the history")
-    parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_SECONDS, metavar="S",
-                        help=f"seconds between refreshes (default {DEFAULT_INTERVAL_SECONDS:g}; at least {MIN_ONCE_INTERVAL_SECONDS:g} "
-                        f"with --once, {MIN_CONSOLE_INTERVAL_SECONDS:g} in the console)")
-    parser.add_argument("--window", type=float, default=None, metavar="S", help="seconds the rates and percentiles cover (default 60; with --once and scrape, the span of the two samples)")
-    parser.add_argument("--once", action="store_true", help="take two samples --interval apart, print the table and exit; with several plans one table per plan's fleet")
-    parser.add_argument("--json", action="store_true", help='with --once: print one JSON object instead of the table; with several plans {"fleets": [one object per plan]}')
-    parser.add_argument("--fail-on", choices=SEVERITIES, default=None, metavar="LEVEL",
-                        help="with --once: exit 3 if a flag of LEVEL (info, warning or critical) or worse is raised, "
-                        "4 if none is but such a condition is pending (a --once run lasts seconds; most flags need "
-                        "10-120 s to raise), for cron and CI checks")
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=DEFAULT_INTERVAL_SECONDS,
+        metavar="S",
+        help=f"seconds between refreshes (default {DEFAULT_INTERVAL_SECONDS:g}; at least {MIN_ONCE_INTERVAL_SECONDS:g} "
+        f"with --once, {MIN_CONSOLE_INTERVAL_SECONDS:g} in the console)",
+    )
+    parser.add_argument(
+        "--window",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds the rates and percentiles cover (default 60; with --once and scrape, the span of the two samples)",
+    )
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="take two samples --interval apart, print the table and exit; with several plans one table per plan's fleet",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help='with --once: print one JSON object instead of the table; with several plans {"fleets": [one object per plan]}',
+    )
+    parser.add_argument(
+        "--fail-on",
+        choices=SEVERITIES,
+        default=None,
+        metavar="LEVEL",
+        help="with --once: exit 3 if a flag of LEVEL (info, warning or critical) or worse is raised, "
+        "4 if none is but such a condition is pending (a --once run lasts seconds; most flags need "
+        "10-120 s to raise), for cron and CI checks",
+    )
     parser.add_argument("--read-only", action="store_true", help="console: dim every key that changes the fleet")
-    parser.add_argument("--theme", default=None, metavar="NAME", help="console: Textual theme (default ansi-dark, the terminal's own 16 colours); with --once it is still checked")
+    parser.add_argument(
+        "--theme",
+        default=None,
+        metavar="NAME",
+        help="console: Textual theme (default ansi-dark, the terminal's own 16 colours); with --once it is still checked",
+    )
     add_recording_options(parser, default_on=True)
     parser.set_defaults(run=run)
     return parser
@@ -91,7 +125,9 @@ def _check(args) -> None:
         raise UserError(f"--window {args.window:g}: expected a positive number of seconds")
     if args.window is not None and args.window < args.interval:
         # A window shorter than the refresh never holds two samples: every rate would be unknown.
-        raise UserError(f"--window {args.window:g}: shorter than --interval {args.interval:g}; expected a window of at least the interval")
+        raise UserError(
+            f"--window {args.window:g}: shorter than --interval {args.interval:g}; expected a window of at least the interval"
+        )
     if args.timeout is not None and (not math.isfinite(args.timeout) or args.timeout <= 0):
         raise UserError(f"--timeout {args.timeout:g}: expected a positive number of seconds")
     if args.json and not args.once:
@@ -156,7 +192,9 @@ def _once(args, handles: list[FleetHandle], path: Path | None) -> int:
         print(_dumps({"fleets": fleets}))
     else:
         blocks = [
-            "\n".join([printable(f"plan {handle.name} ({plan_file})"), *once_lines(figures, view, True, _terminal_width())])
+            "\n".join(
+                [printable(f"plan {handle.name} ({plan_file})"), *once_lines(figures, view, True, _terminal_width())]
+            )
             for plan_file, handle, (figures, view) in zip(args.plan, handles, polled)
         ]
         print("\n\n".join(blocks))
@@ -172,7 +210,9 @@ async def _twice(feed: PollFeed, interval: float, explicit_window: bool) -> tupl
         raise error  # --once has no next poll to wait for: the error ends the run
 
     try:
-        await poll_loop(feed, Cadence(interval), views.append, failed, polls=2 if watcher.source_name == "scrape" else 1)
+        await poll_loop(
+            feed, Cadence(interval), views.append, failed, polls=2 if watcher.source_name == "scrape" else 1
+        )
     finally:
         await watcher.aclose()
     first, last = views[0].figures, views[-1].figures

@@ -18,7 +18,9 @@ BADGES = {"critical": "✖ CRIT", "warning": "▲ WARN", "info": "● info"}  # 
 
 
 def any_answered(figures: FleetFigures) -> bool:
-    return any(r.state in ANSWERING for r in figures.replicas) or (not figures.replicas and figures.fleet.state in ANSWERING)
+    return any(r.state in ANSWERING for r in figures.replicas) or (
+        not figures.replicas and figures.fleet.state in ANSWERING
+    )
 
 
 def once_json(figures: FleetFigures, view=None, plan_file: str | None = None) -> dict:
@@ -53,7 +55,11 @@ def flag_lines(view, with_plan: bool) -> list[str]:
         lines.append(printable(f"{BADGES[f.severity]} {f.kind} · {f.subject} · since {since} · {f.why}"))
     for p in view.pending:
         held = max(view.now - p.since, 0.0)
-        lines.append(printable(f"… pending {BADGES[p.severity]} {p.kind} · {p.subject} · {held:.0f} s of {p.needed_seconds:.0f} s · {p.why}"))
+        lines.append(
+            printable(
+                f"… pending {BADGES[p.severity]} {p.kind} · {p.subject} · {held:.0f} s of {p.needed_seconds:.0f} s · {p.why}"
+            )
+        )
     return lines
 
 
@@ -85,7 +91,8 @@ def render_table(figures: FleetFigures, width: int | None = None) -> str:
 
     def line(row: list[str]) -> str:
         return "  ".join(
-            text.ljust(width) if column.is_text else text.rjust(width) for text, width, column in zip(row, widths, columns)
+            text.ljust(width) if column.is_text else text.rjust(width)
+            for text, width, column in zip(row, widths, columns)
         ).rstrip()
 
     out = [f"capcon watch · source {figures.source} · window {fmt.window(figures.window_seconds)}", line(header)]

@@ -82,7 +82,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("run", lambda f: f.running, "count", InConsole("run", 1, 5), InOnce("RUN", 12)),
     Column("wait", lambda f: f.waiting, "count", InConsole("wait", 0, 6), InOnce("WAIT")),
     Column("kv", lambda f: f.kv_usage, "share", InConsole("KV", 0, 7), InOnce("KV")),
-    Column("preempt", lambda f: f.preemptions_per_second, "per_second", InConsole("pre/s", 1, 8), InOnce("PREEMPT/S", 11)),
+    Column(
+        "preempt", lambda f: f.preemptions_per_second, "per_second", InConsole("pre/s", 1, 8), InOnce("PREEMPT/S", 11)
+    ),
     Column("prefix", lambda f: f.prefix_hit_share, "share", InConsole("prefix", 3, 14), InOnce("HIT", 5)),
     Column("ttft50", lambda f: f.ttft_p50_seconds, "seconds", InConsole("TTFT50", 3, 9), InOnce("TTFT50", 7)),
     Column("ttft", lambda f: f.ttft_p95_seconds, "seconds", InConsole("TTFT95", 0, 10), InOnce("TTFT95")),

@@ -253,7 +253,9 @@ def _replica_state(r: Figures, t: Thresholds) -> list[Reading]:
             raise_=r.state == ReplicaState.STALE,
             clear=r.state != ReplicaState.STALE,
             severity="warning",
-            why=f"{r.name}: no fresh data" + (f" for {r.data_age_seconds:.0f} s" if r.data_age_seconds else "") + detail,
+            why=f"{r.name}: no fresh data"
+            + (f" for {r.data_age_seconds:.0f} s" if r.data_age_seconds else "")
+            + detail,
             todo="Figures for this replica are old: check the scrape target or Prometheus job before trusting them.",
             raise_after=t.min_duration_seconds,
         ),
@@ -355,8 +357,7 @@ def _load(f: Figures, replicas: tuple[Figures, ...], plan: PlanNow | None, t: Th
             severity="critical",
             why=f"{rps:.2f} req/s against {plan.planned_capacity_rps:.2f} planned for this hour "
             f"({plan.replicas_scheduled} x {plan.rps_per_replica:.2f})",
-            todo=f"Apply {_overflow(plan)}; add replicas if it lasts, re-plan if it recurs "
-            f"{_see('Above the plan')}.",
+            todo=f"Apply {_overflow(plan)}; add replicas if it lasts, re-plan if it recurs {_see('Above the plan')}.",
             raise_after=t.min_duration_seconds,
         ),
         Reading(
@@ -477,7 +478,14 @@ def _step(tracker: Tracker | None, reading: Reading | None, now: float) -> Track
         if active is None and now - pending >= reading.raise_after:
             active = now
         return Tracker(
-            reading.kind, reading.subject, reading.severity, reading.why, reading.todo, pending, active, now,
+            reading.kind,
+            reading.subject,
+            reading.severity,
+            reading.why,
+            reading.todo,
+            pending,
+            active,
+            now,
             reading.raise_after,
         )
     if tracker is None or tracker.active_since is None:

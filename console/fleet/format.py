@@ -131,10 +131,10 @@ def short_names(names: list[str] | tuple[str, ...], width: int) -> dict[str, str
     if len(names) < 2:
         return {n: middle_cut(n, width) for n in names}
     prefix = _common_prefix(names)
-    suffix = _common_suffix([n[len(prefix):] for n in names])
+    suffix = _common_suffix([n[len(prefix) :] for n in names])
     shown = {}
     for name in names:
-        core = name[len(prefix): len(name) - len(suffix)]
+        core = name[len(prefix) : len(name) - len(suffix)]
         lead = "…" if prefix else ""
         if len(name) <= width:
             shown[name] = name

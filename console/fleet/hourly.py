@@ -170,7 +170,9 @@ def _counter_step(older: ReplicaSample, newer: ReplicaSample, name: str, reset: 
     return new - old if old is not None and new >= old else None
 
 
-def _runs(points: Sequence[MinutePoint], start: float, end: float) -> Iterator[tuple[ReplicaSample, ReplicaSample, bool]]:
+def _runs(
+    points: Sequence[MinutePoint], start: float, end: float
+) -> Iterator[tuple[ReplicaSample, ReplicaSample, bool]]:
     """(older, newer, reset) steps whose newer point falls in [start, end), joined into runs.
 
     Inside a run nothing restarted, so its increase is last minus first; a reset step
@@ -178,7 +180,7 @@ def _runs(points: Sequence[MinutePoint], start: float, end: float) -> Iterator[t
     """
     first = max(bisect_left([p.at for p in points], start) - 1, 0)
     run: tuple[MinutePoint, MinutePoint] | None = None  # the first and the last point of the run
-    for older, newer in zip(points[first:], points[first + 1:]):
+    for older, newer in zip(points[first:], points[first + 1 :]):
         if newer.at < start or newer.at >= end or not newer.at > older.at:
             continue
         if newer.at - older.at > MAX_GAP_SECONDS:
@@ -226,7 +228,9 @@ def _adjusted_requests(points: Sequence[MinutePoint]) -> list[tuple[int, float] 
     return adjusted
 
 
-def _busiest(series: Mapping[str, Sequence[MinutePoint]], start: float, end: float) -> tuple[float | None, float | None, float | None]:
+def _busiest(
+    series: Mapping[str, Sequence[MinutePoint]], start: float, end: float
+) -> tuple[float | None, float | None, float | None]:
     """(rps, end of the window, seconds it covers) of the busiest five minutes ending at a minute boundary in (start, end].
 
     A span that never holds five recorded minutes (a recording of three minutes, a console
@@ -261,7 +265,9 @@ def _busiest(series: Mapping[str, Sequence[MinutePoint]], start: float, end: flo
 
 
 def _recorded_rate(
-    prepared: Iterable[tuple[Sequence[float], Sequence[tuple[int, float] | None]]], start: float, end: float,
+    prepared: Iterable[tuple[Sequence[float], Sequence[tuple[int, float] | None]]],
+    start: float,
+    end: float,
 ) -> tuple[float | None, float | None, float | None]:
     """The fleet's request rate over the recorded points inside [start, end], for spans without five minutes."""
     total, known = 0.0, False
@@ -333,8 +339,21 @@ def summarise(
     for at, kind in flags:
         if start <= at < end:
             raised[kind] = raised.get(kind, 0) + 1
-    return _summary(start, end, replicas, busiest, busiest_at, kv_max, preemptions, requests, restarts, raised, merged, plan,
-                    busiest_seconds=busiest_seconds)
+    return _summary(
+        start,
+        end,
+        replicas,
+        busiest,
+        busiest_at,
+        kv_max,
+        preemptions,
+        requests,
+        restarts,
+        raised,
+        merged,
+        plan,
+        busiest_seconds=busiest_seconds,
+    )
 
 
 def with_plan(summary: Summary, plan: PlanHour | None) -> Summary:
@@ -410,7 +429,11 @@ def combine(hours: Sequence[Summary], start: float, end: float) -> Summary:
         return sum(found) if found else None
 
     # A full five-minute window beats a shorter one: a short span's rate is not the same measure.
-    busiest_hour = max((h for h in known if h.busiest_rps is not None), key=lambda h: (not h.busiest_is_short, h.busiest_rps), default=None)
+    busiest_hour = max(
+        (h for h in known if h.busiest_rps is not None),
+        key=lambda h: (not h.busiest_is_short, h.busiest_rps),
+        default=None,
+    )
     merged = {}
     for name in MERGED_HISTOGRAMS:
         found = merge_deltas(h.deltas.get(name) for h in known)
@@ -421,7 +444,8 @@ def combine(hours: Sequence[Summary], start: float, end: float) -> Summary:
         for kind, count in h.flags.items():
             raised[kind] = raised.get(kind, 0) + count
     return _summary(
-        start, end,
+        start,
+        end,
         replicas=max((h.replicas for h in known), default=0),
         busiest=busiest_hour.busiest_rps if busiest_hour else None,
         busiest_at=busiest_hour.busiest_at if busiest_hour else None,

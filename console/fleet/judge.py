@@ -35,12 +35,9 @@ class Limit:
 def fixed_limits(t: Thresholds) -> tuple[Limit, ...]:
     """The thresholds judged with or without a plan (the saturation rule's raise conditions)."""
     return (
-        Limit("wait", lambda f: f.waiting, lambda v: v >= t.queue_raise, "warning",
-              f"waiting ≥ {t.queue_raise:g}"),
-        Limit("kv", lambda f: f.kv_usage, lambda v: v >= t.kv_raise, "warning",
-              f"KV ≥ {t.kv_raise * 100:.0f}%"),
-        Limit("preempt", lambda f: f.preemptions_per_second, lambda v: v > 0, "warning",
-              "preemptions > 0"),
+        Limit("wait", lambda f: f.waiting, lambda v: v >= t.queue_raise, "warning", f"waiting ≥ {t.queue_raise:g}"),
+        Limit("kv", lambda f: f.kv_usage, lambda v: v >= t.kv_raise, "warning", f"KV ≥ {t.kv_raise * 100:.0f}%"),
+        Limit("preempt", lambda f: f.preemptions_per_second, lambda v: v > 0, "warning", "preemptions > 0"),
     )
 
 

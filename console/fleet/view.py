@@ -84,7 +84,9 @@ def _compile(text: str) -> Callable[[Row], bool]:
     match = _FILTER.match(text)
     if match is None:
         needle = text.strip().lower()
-        return lambda row: needle in row.figures.name.lower() or needle in row.figures.state or needle in row.figures.url.lower()
+        return lambda row: (
+            needle in row.figures.name.lower() or needle in row.figures.state or needle in row.figures.url.lower()
+        )
     column, op, raw = match["column"], match["op"], match["value"]
     if column not in CONSOLE_BY_KEY:
         raise FilterError(f"unknown column {column!r}: expected one of {', '.join(CONSOLE_BY_KEY)}")
@@ -197,32 +199,91 @@ def compare(figures: FleetFigures, plan: PlanNow, thresholds: Thresholds | None 
     rows = [
         # Two capacities, named apart: the replicas the schedule has for this hour, and the replicas up now
         # less the spare N+1 keeps (with more up than scheduled the second reads larger).
-        Comparison("load/sched cap", plan.planned_capacity_rps, rps, "rps", _status_at_most(rps, plan.planned_capacity_rps),
-                   f"{plan.replicas_scheduled} x {plan.rps_per_replica:g} req/s scheduled at {plan.hour:02d}:00"),
-        Comparison("headroom", None, headroom, "share",
-                   "unknown" if headroom is None else ("critical" if headroom < 0 else "warning" if headroom < 0.2 else "ok")),
-        Comparison("replicas up", plan.replicas_scheduled, serving, "count",
-                   "warning" if serving < plan.replicas_scheduled else "ok",
-                   f"{plan.replicas_scheduled_soon} due within lead time" if plan.replicas_scheduled_soon > plan.replicas_scheduled else ""),
-        Comparison(f"load/up-{plan.redundancy} cap", carried, rps, "rps",
-                   "unknown" if rps is None else ("warning" if rps > carried else "ok"),
-                   f"{max(serving - plan.redundancy, 0)} x {plan.rps_per_replica:g} req/s: the {serving} up, "
-                   f"{plan.redundancy} lost (N+{plan.redundancy})"),
-        Comparison("KV fullest", plan.kv_budget_bytes, kv_used, "bytes",
-                   _status_at_most(kv_used, plan.kv_budget_bytes, 0.9),
-                   "fullest engine's KV in use vs plan's budget per replica (one engine)"),
-        Comparison("TTFT p95", plan.ttft_p95_target_seconds, fleet.ttft_p95_seconds, "seconds",
-                   _status_at_most(fleet.ttft_p95_seconds, plan.ttft_p95_target_seconds)),
-        Comparison("TPOT p95", plan.tpot_p95_target_seconds, fleet.tpot_p95_seconds, "seconds",
-                   _status_at_most(fleet.tpot_p95_seconds, plan.tpot_p95_target_seconds)),
-        Comparison("E2E p95", plan.e2e_p95_target_seconds, fleet.e2e_p95_seconds, "seconds",
-                   _status_at_most(fleet.e2e_p95_seconds, plan.e2e_p95_target_seconds)),
-        Comparison("mean input", plan.input_tokens_mean, fleet.mean_input_tokens, "tokens",
-                   _drift_status(fleet.mean_input_tokens, plan.input_tokens_mean, drift)),
-        Comparison("mean output", plan.output_tokens_mean, fleet.mean_output_tokens, "tokens",
-                   _drift_status(fleet.mean_output_tokens, plan.output_tokens_mean, drift)),
-        Comparison("$ per M tokens", None, cost_per_million_tokens(figures, plan), "dollars_per_million",
-                   "unknown" if cost_per_million_tokens(figures, plan) is None else "ok", "now"),
+        Comparison(
+            "load/sched cap",
+            plan.planned_capacity_rps,
+            rps,
+            "rps",
+            _status_at_most(rps, plan.planned_capacity_rps),
+            f"{plan.replicas_scheduled} x {plan.rps_per_replica:g} req/s scheduled at {plan.hour:02d}:00",
+        ),
+        Comparison(
+            "headroom",
+            None,
+            headroom,
+            "share",
+            "unknown" if headroom is None else ("critical" if headroom < 0 else "warning" if headroom < 0.2 else "ok"),
+        ),
+        Comparison(
+            "replicas up",
+            plan.replicas_scheduled,
+            serving,
+            "count",
+            "warning" if serving < plan.replicas_scheduled else "ok",
+            f"{plan.replicas_scheduled_soon} due within lead time"
+            if plan.replicas_scheduled_soon > plan.replicas_scheduled
+            else "",
+        ),
+        Comparison(
+            f"load/up-{plan.redundancy} cap",
+            carried,
+            rps,
+            "rps",
+            "unknown" if rps is None else ("warning" if rps > carried else "ok"),
+            f"{max(serving - plan.redundancy, 0)} x {plan.rps_per_replica:g} req/s: the {serving} up, "
+            f"{plan.redundancy} lost (N+{plan.redundancy})",
+        ),
+        Comparison(
+            "KV fullest",
+            plan.kv_budget_bytes,
+            kv_used,
+            "bytes",
+            _status_at_most(kv_used, plan.kv_budget_bytes, 0.9),
+            "fullest engine's KV in use vs plan's budget per replica (one engine)",
+        ),
+        Comparison(
+            "TTFT p95",
+            plan.ttft_p95_target_seconds,
+            fleet.ttft_p95_seconds,
+            "seconds",
+            _status_at_most(fleet.ttft_p95_seconds, plan.ttft_p95_target_seconds),
+        ),
+        Comparison(
+            "TPOT p95",
+            plan.tpot_p95_target_seconds,
+            fleet.tpot_p95_seconds,
+            "seconds",
+            _status_at_most(fleet.tpot_p95_seconds, plan.tpot_p95_target_seconds),
+        ),
+        Comparison(
+            "E2E p95",
+            plan.e2e_p95_target_seconds,
+            fleet.e2e_p95_seconds,
+            "seconds",
+            _status_at_most(fleet.e2e_p95_seconds, plan.e2e_p95_target_seconds),
+        ),
+        Comparison(
+            "mean input",
+            plan.input_tokens_mean,
+            fleet.mean_input_tokens,
+            "tokens",
+            _drift_status(fleet.mean_input_tokens, plan.input_tokens_mean, drift),
+        ),
+        Comparison(
+            "mean output",
+            plan.output_tokens_mean,
+            fleet.mean_output_tokens,
+            "tokens",
+            _drift_status(fleet.mean_output_tokens, plan.output_tokens_mean, drift),
+        ),
+        Comparison(
+            "$ per M tokens",
+            None,
+            cost_per_million_tokens(figures, plan),
+            "dollars_per_million",
+            "unknown" if cost_per_million_tokens(figures, plan) is None else "ok",
+            "now",
+        ),
     ]
     return tuple(rows)
 
@@ -332,7 +393,8 @@ def advance(
     )
     # The total row speaks for the whole fleet: the worst flag or pending condition anywhere in it.
     total = Row(
-        FLEET_TOTAL, figures.fleet,
+        FLEET_TOTAL,
+        figures.fleet,
         active[0].severity if active else None,
         pending[0].severity if pending else None,
         judge.over(figures.fleet, judged),

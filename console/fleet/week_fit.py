@@ -132,7 +132,11 @@ def fit_week(hours: Sequence[Summary], plan: Plan, zone: tzinfo) -> WeekFit:
             covered[slot] += summary.end - summary.start
         # A profile is written in busiest five minutes: a rate over less is not one of them.
         current = busiest[slot]
-        if summary.busiest_rps is not None and not summary.busiest_is_short and (current is None or summary.busiest_rps > current):
+        if (
+            summary.busiest_rps is not None
+            and not summary.busiest_is_short
+            and (current is None or summary.busiest_rps > current)
+        ):
             busiest[slot] = summary.busiest_rps
         if "prompt_length" in summary.deltas:
             prompts[slot].append(summary.deltas["prompt_length"])
@@ -147,8 +151,10 @@ def fit_week(hours: Sequence[Summary], plan: Plan, zone: tzinfo) -> WeekFit:
         day, hour = divmod(slot, 24)
         expected = plan_now(plan, week_time(slot * HOUR))
         prompt, output = merge_deltas(prompts[slot]), merge_deltas(outputs[slot])
-        for key, delta, planned, field in (("in", prompt, expected.input_tokens_mean, "input_mean"),
-                                           ("out", output, expected.output_tokens_mean, "output_mean")):
+        for key, delta, planned, field in (
+            ("in", prompt, expected.input_tokens_mean, "input_mean"),
+            ("out", output, expected.output_tokens_mean, "output_mean"),
+        ):
             if delta is None or planned is None:
                 continue
             observed_sum, observed_count = delta.sum, delta.count
@@ -169,19 +175,21 @@ def fit_week(hours: Sequence[Summary], plan: Plan, zone: tzinfo) -> WeekFit:
                 interactive[key][1] += left_count
                 interactive[key][2] += planned_interactive * left_count
         deferrable_rps = _deferrable_rps(plan, day, hour)
-        fits.append(HourFit(
-            weekday=day,
-            hour=hour,
-            observed_rps=busiest[slot],
-            planned_rps=expected.planned_load_rps + deferrable_rps,
-            observed_input_mean=_mean(prompt),
-            observed_output_mean=_mean(output),
-            planned_input_mean=expected.input_tokens_mean,
-            planned_output_mean=expected.output_tokens_mean,
-            occurrences=seen[slot],
-            planned_interactive_rps=expected.planned_load_rps,
-            planned_deferrable_rps=deferrable_rps,
-        ))
+        fits.append(
+            HourFit(
+                weekday=day,
+                hour=hour,
+                observed_rps=busiest[slot],
+                planned_rps=expected.planned_load_rps + deferrable_rps,
+                observed_input_mean=_mean(prompt),
+                observed_output_mean=_mean(output),
+                planned_input_mean=expected.input_tokens_mean,
+                planned_output_mean=expected.output_tokens_mean,
+                occurrences=seen[slot],
+                planned_interactive_rps=expected.planned_load_rps,
+                planned_deferrable_rps=deferrable_rps,
+            )
+        )
 
     def pooled(sums: Mapping[str, Sequence[float]], key: str) -> tuple[float, float] | tuple[None, None]:
         total, count, planned = sums[key]
@@ -196,8 +204,9 @@ def fit_week(hours: Sequence[Summary], plan: Plan, zone: tzinfo) -> WeekFit:
     input_p95 = delta_quantile(0.95, all_prompts)
     fit_hours = tuple(fits)
     suggested_rps, notes = _suggest_rps(plan, fit_hours)
-    suggested_tokens = _suggest_tokens(plan, _ratio(interactive_in, planned_interactive_in),
-                                       _ratio(interactive_out, planned_interactive_out))
+    suggested_tokens = _suggest_tokens(
+        plan, _ratio(interactive_in, planned_interactive_in), _ratio(interactive_out, planned_interactive_out)
+    )
     text = _yaml(plan, fit_hours, suggested_rps, notes, suggested_tokens, interactive_inputs, interactive_outputs)
     return WeekFit(
         plan_name=plan.name,
@@ -223,7 +232,8 @@ def _rounded(value: float) -> float:
 
 
 def _suggest_rps(
-    plan: Plan, hours: tuple[HourFit, ...],
+    plan: Plan,
+    hours: tuple[HourFit, ...],
 ) -> tuple[dict[str, tuple[tuple[float, ...], ...]], dict[str, list[str]]]:
     """Each interactive workload's 7 x 24, and per workload the notes its YAML carries."""
     interactive = plan.interactive
@@ -303,7 +313,11 @@ def _workload_yaml(w: Workload, arrivals: list[str], tokens: TokenStats, token_n
         note = token_notes.get(key)
         lines.append(f"      {key}: {number(getattr(tokens, key))}" + (f"  # {note}" if note else ""))
     g = w.targets
-    lines += ["    targets:", f"      ttft_p95_seconds: {number(g.ttft_p95_seconds)}", f"      tpot_p95_seconds: {number(g.tpot_p95_seconds)}"]
+    lines += [
+        "    targets:",
+        f"      ttft_p95_seconds: {number(g.ttft_p95_seconds)}",
+        f"      tpot_p95_seconds: {number(g.tpot_p95_seconds)}",
+    ]
     if g.e2e_p95_seconds is not None:
         lines.append(f"      e2e_p95_seconds: {number(g.e2e_p95_seconds)}")
     lines.append(f"      goodput_share: {number(g.goodput_share)}")
@@ -350,7 +364,9 @@ def _yaml(
     lines += ["# Paste over the plan's `workloads:` section.", "workloads:"]
     for w in plan.workloads:
         if w.kind != "interactive":
-            lines.append(f"  # {w.name}: deferrable, copied from the plan unchanged (its arrivals were taken out of the observed above)")
+            lines.append(
+                f"  # {w.name}: deferrable, copied from the plan unchanged (its arrivals were taken out of the observed above)"
+            )
             arrivals = ["    arrivals:", "      week:"] + [
                 f"        {day}: [{', '.join(number(v) for v in w.rps_by_hour[d])}]" for d, day in enumerate(DAYS)
             ]
@@ -364,7 +380,9 @@ def _yaml(
                 token_notes[key] = "no token data recorded: the plan's value"
             else:
                 which = "interactive" if deferrable else "mix"
-                token_notes[key] = f"plan {number(getattr(w.tokens, key))}; observed {which} mean {observed:.0f} vs planned {planned:.0f}"
+                token_notes[key] = (
+                    f"plan {number(getattr(w.tokens, key))}; observed {which} mean {observed:.0f} vs planned {planned:.0f}"
+                )
         tokens = suggested_tokens[w.name]
         if tokens.output_max > w.tokens.output_max:
             token_notes["output_max"] = "raised to the suggested mean"

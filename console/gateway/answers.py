@@ -7,8 +7,14 @@ import json
 from aiohttp import web
 
 # OpenAI's error types by status; the code says which refusal it was, the message says why in words.
-_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "invalid_request_error",
-          405: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error"}
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "invalid_request_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+}
 
 
 def error_type(status: int) -> str:
@@ -16,13 +22,23 @@ def error_type(status: int) -> str:
 
 
 def error_body(status: int, message: str, code: str, param: str | None = None) -> bytes:
-    return json.dumps({"error": {"message": message, "type": error_type(status), "param": param, "code": code}},
-                      separators=(",", ":")).encode()
+    return json.dumps(
+        {"error": {"message": message, "type": error_type(status), "param": param, "code": code}}, separators=(",", ":")
+    ).encode()
 
 
-def error(status: int, message: str, code: str, *, retry_after: int | None, request_id: str | None = None,
-          outcome: str | None = None, param: str | None = None, close: bool = False,
-          headers: dict[str, str] | None = None) -> web.Response:
+def error(
+    status: int,
+    message: str,
+    code: str,
+    *,
+    retry_after: int | None,
+    request_id: str | None = None,
+    outcome: str | None = None,
+    param: str | None = None,
+    close: bool = False,
+    headers: dict[str, str] | None = None,
+) -> web.Response:
     """A JSON error answer. `retry_after` None only on the admin listener (a refused token is not load)."""
     head = {"Content-Type": "application/json"}
     if retry_after is not None:
@@ -51,7 +67,10 @@ def normalized_upstream_error(status: int, body: bytes) -> tuple[str, str, str |
         if isinstance(message, str) and message:
             code = inner.get("code")
             param = inner.get("param")
-            return (message[:2000], str(code) if code is not None else f"upstream_{status}",
-                    param if isinstance(param, str) else None)
+            return (
+                message[:2000],
+                str(code) if code is not None else f"upstream_{status}",
+                param if isinstance(param, str) else None,
+            )
     text = body[:500].decode("utf-8", "replace").strip()
     return (f"the replica answered {status}" + (f": {text}" if text else ""), f"upstream_{status}", None)

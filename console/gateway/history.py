@@ -43,6 +43,7 @@ class SwitchHistory:
 
     def close(self) -> None:
         """Write what is queued, then close the file."""
+
         def finish() -> None:
             if self._store is not None:
                 self._store.close()

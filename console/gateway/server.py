@@ -69,8 +69,14 @@ UPSTREAM_ERROR_BODY = 64 * 1024
 KEEPALIVE_SECONDS = 4.0
 MODELS_EVERY_CHECKS = 12  # a healthy replica's model list is read again every this many health checks
 # Refusals by admission code -> the outcome they are counted under.
-REFUSAL_OUTCOMES = {"queue_full": "rejected", "no_replica_available": "rejected", "shutting_down": "rejected",
-                    "queue_timeout": "timed_out", "deferred": "deferred", "batch_queue_full": "deferred"}
+REFUSAL_OUTCOMES = {
+    "queue_full": "rejected",
+    "no_replica_available": "rejected",
+    "shutting_down": "rejected",
+    "queue_timeout": "timed_out",
+    "deferred": "deferred",
+    "batch_queue_full": "deferred",
+}
 
 
 class Replica:
@@ -176,19 +182,23 @@ class Gateway:
             # Idle upstream connections are closed before a replica's own keep-alive ends them (uvicorn's,
             # in front of vLLM, is 5 s), so a request is never sent on a connection the replica is closing.
             connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=KEEPALIVE_SECONDS),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=config.connect_timeout,
-                                          sock_read=config.upstream_timeout),
-            auto_decompress=False, skip_auto_headers=("User-Agent",),
+            timeout=aiohttp.ClientTimeout(
+                total=None, sock_connect=config.connect_timeout, sock_read=config.upstream_timeout
+            ),
+            auto_decompress=False,
+            skip_auto_headers=("User-Agent",),
         )
         if config.hosted_url:
             self._hosted_session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=max(config.connect_timeout, 5.0),
-                                              sock_read=config.upstream_timeout),
+                timeout=aiohttp.ClientTimeout(
+                    total=None, sock_connect=max(config.connect_timeout, 5.0), sock_read=config.upstream_timeout
+                ),
             )
         try:
             await self._check_all()
-            self._runner = web.AppRunner(self._main_app(), access_log=None, handle_signals=False,
-                                         shutdown_timeout=1.0, handler_cancellation=True)
+            self._runner = web.AppRunner(
+                self._main_app(), access_log=None, handle_signals=False, shutdown_timeout=1.0, handler_cancellation=True
+            )
             await self._runner.setup()
             host, port = config.listen
             await web.TCPSite(self._runner, host, port, reuse_address=True).start()
@@ -196,8 +206,9 @@ class Gateway:
             if config.admin is not None:
                 if not config.admin_token:
                     raise ValueError("the admin listener needs a token")
-                self._admin_runner = web.AppRunner(self._admin_app(), access_log=None, handle_signals=False,
-                                                   shutdown_timeout=1.0)
+                self._admin_runner = web.AppRunner(
+                    self._admin_app(), access_log=None, handle_signals=False, shutdown_timeout=1.0
+                )
                 await self._admin_runner.setup()
                 host, port = config.admin
                 await web.TCPSite(self._admin_runner, host, port, reuse_address=True).start()
@@ -276,7 +287,8 @@ class Gateway:
             off_peak = self.config.off_peak(self.clock())
         return Load(
             tuple(ReplicaLoad(r.name, r.in_flight, r.healthy) for r in self.replicas),
-            queued=len(self.queue), batch_queued=len(self.batch),
+            queued=len(self.queue),
+            batch_queued=len(self.batch),
             completions_per_second=self._drain.rate(now) if self._drain else None,
             seconds_to_off_peak=off_peak,
         )
@@ -338,8 +350,12 @@ class Gateway:
     async def _wait(self, decision: Wait, policy: Policy):
         queue = self.queue if decision.queue == "interactive" else self.batch
         if len(queue) >= MAX_QUEUE:  # pass with a cap waits without a bound of its own: this is the gateway's
-            return Refuse(429, "queue_full", f"the gateway holds {len(queue)} waiting requests, its most",
-                          retry_after(len(queue), self._drain.rate(self._loop.time()), policy.max_wait_seconds))
+            return Refuse(
+                429,
+                "queue_full",
+                f"the gateway holds {len(queue)} waiting requests, its most",
+                retry_after(len(queue), self._drain.rate(self._loop.time()), policy.max_wait_seconds),
+            )
         loop = self._loop
         future = loop.create_future()
         waiter = _Waiter(future, decision.queue, policy, loop.time())
@@ -370,8 +386,12 @@ class Gateway:
         if current.expires_at is not None:
             active = in_force(current, self.plan_policy, self.clock())
             if active is not current:
-                self._apply(active, actor="gateway",
-                            reason=f"the switch by {current.actor} ran out; back to the plan's policy", expired=True)
+                self._apply(
+                    active,
+                    actor="gateway",
+                    reason=f"the switch by {current.actor} ran out; back to the plan's policy",
+                    expired=True,
+                )
                 return self.current
         return current
 
@@ -382,8 +402,11 @@ class Gateway:
         if new.mode == "hosted" and not self.config.hosted_url:
             raise PolicyError("mode", "hosted is refused: this gateway has no hosted endpoint (--hosted-url)")
         if new.mode != "pass" and cap_of(new, self.config.planned_cap) is None:
-            raise PolicyError("max_inflight_per_replica", f"required for {new.mode}: without a plan (or "
-                              "--max-inflight) there is no in-flight cap per replica, so nothing would ever wait")
+            raise PolicyError(
+                "max_inflight_per_replica",
+                f"required for {new.mode}: without a plan (or "
+                "--max-inflight) there is no in-flight cap per replica, so nothing would ever wait",
+            )
         self._apply(new, actor=new.actor, reason=new.reason, expired=False, previous=old)
         return old, new
 
@@ -392,20 +415,50 @@ class Gateway:
         self.current = new
         self.switches += 1
         now = self.clock()
-        parameters = {k: v for k, v in as_json(new).items()
-                      if k in ("max_queue", "max_wait_seconds", "max_inflight_per_replica", "hosted_after_queue",
-                               "defer_action", "max_batch_queue")}
+        parameters = {
+            k: v
+            for k, v in as_json(new).items()
+            if k
+            in (
+                "max_queue",
+                "max_wait_seconds",
+                "max_inflight_per_replica",
+                "hosted_after_queue",
+                "defer_action",
+                "max_batch_queue",
+            )
+        }
         until = f"; until {_iso(new.expires_at)}" if new.expires_at is not None else ""
         shown = " ".join(f"{k}={v}" for k, v in parameters.items())
-        log.info("overflow switch by %s at %s: %s -> %s (%s%s); reason: %s", actor, _iso(now), old.mode, new.mode,
-                 shown, until, reason)
+        log.info(
+            "overflow switch by %s at %s: %s -> %s (%s%s); reason: %s",
+            actor,
+            _iso(now),
+            old.mode,
+            new.mode,
+            shown,
+            until,
+            reason,
+        )
         history = self.config.history
         if history is not None:
-            history.write(now, f"{old.mode} -> {new.mode}", {
-                "actor": actor, "at": now, "from": old.mode, "to": new.mode, "parameters": parameters,
-                "reason": reason, "expires_at": new.expires_at, "expired": expired, "summary": summary(new),
-                "previous": {k: v for k, v in as_json(old).items() if k != "summary"}, "gateway": self.url,
-            })
+            history.write(
+                now,
+                f"{old.mode} -> {new.mode}",
+                {
+                    "actor": actor,
+                    "at": now,
+                    "from": old.mode,
+                    "to": new.mode,
+                    "parameters": parameters,
+                    "reason": reason,
+                    "expires_at": new.expires_at,
+                    "expired": expired,
+                    "summary": summary(new),
+                    "previous": {k: v for k, v in as_json(old).items() if k != "summary"},
+                    "gateway": self.url,
+                },
+            )
         self.telemetry.policy(new, switched=True)
         self._arm_expiry()
         self._pump()
@@ -453,8 +506,9 @@ class Gateway:
                 async with self._session.get(replica.url + "/v1/models", timeout=timeout) as response:
                     if response.status == 200:
                         cards = (await response.json(content_type=None)).get("data") or []
-                        replica.models = frozenset(c["id"] for c in cards if isinstance(c, dict)
-                                                   and isinstance(c.get("id"), str))
+                        replica.models = frozenset(
+                            c["id"] for c in cards if isinstance(c, dict) and isinstance(c.get("id"), str)
+                        )
         except (TimeoutError, aiohttp.ClientError, OSError, ValueError, AttributeError) as error:
             problem = _problem(error)
         replica.checks += 1
@@ -469,8 +523,12 @@ class Gateway:
             log.info("replica %s is back: requests go to it again", replica.name)
             self._pump()
         else:
-            log.warning("replica %s is skipped: %s (checked again every %g s)", replica.name, problem,
-                        self.config.health_interval)
+            log.warning(
+                "replica %s is skipped: %s (checked again every %g s)",
+                replica.name,
+                problem,
+                self.config.health_interval,
+            )
 
     # ------------------------------------------------------------------ the main listener
 
@@ -494,8 +552,9 @@ class Gateway:
         self.counts[(outcome, request_class)] += 1
         self.telemetry.answered(outcome, request_class)
 
-    def _invalid(self, status: int, message: str, code: str, rid: str, request_class: str,
-                 param: str | None = None) -> web.Response:
+    def _invalid(
+        self, status: int, message: str, code: str, rid: str, request_class: str, param: str | None = None
+    ) -> web.Response:
         self._answered("invalid", request_class)
         return answers.error(status, message, code, retry_after=1, request_id=rid, outcome="invalid", param=param)
 
@@ -503,8 +562,15 @@ class Gateway:
         outcome = REFUSAL_OUTCOMES.get(refusal.code, "rejected")
         self._answered(outcome, request_class)
         self.telemetry.retry_after(refusal.retry_after)
-        return answers.error(refusal.status, refusal.message, refusal.code, retry_after=refusal.retry_after,
-                             request_id=rid, outcome=outcome, close=self.stopping)
+        return answers.error(
+            refusal.status,
+            refusal.message,
+            refusal.code,
+            retry_after=refusal.retry_after,
+            request_id=rid,
+            outcome=outcome,
+            close=self.stopping,
+        )
 
     def _retry_seconds(self, fallback: float = 5.0) -> int:
         return retry_after(len(self.queue), self._drain.rate(self._loop.time()), fallback)
@@ -515,8 +581,14 @@ class Gateway:
             rid = uuid.uuid4().hex
         kind = request.headers.get(CLASS_HEADER, "interactive").strip().lower() or "interactive"
         if kind not in ("interactive", "deferrable"):
-            return self._invalid(400, f"header {CLASS_HEADER}: got {kind[:40]!r}; expected interactive or deferrable",
-                                 "invalid_class", rid, "interactive", CLASS_HEADER)
+            return self._invalid(
+                400,
+                f"header {CLASS_HEADER}: got {kind[:40]!r}; expected interactive or deferrable",
+                "invalid_class",
+                rid,
+                "interactive",
+                CLASS_HEADER,
+            )
         if self.stopping:
             return self._refused(shutting_down(self._load()), kind, rid)
         limit = self.config.max_body_bytes
@@ -534,16 +606,19 @@ class Gateway:
             return self._invalid(400, "the request body must be a JSON object", "invalid_json", rid, kind)
         model = payload.get("model")
         if model is not None and not isinstance(model, str):
-            return self._invalid(400, "model: expected the model's name as a string", "invalid_model", rid, kind,
-                                 "model")
+            return self._invalid(
+                400, "model: expected the model's name as a string", "invalid_model", rid, kind, "model"
+            )
         if model is not None and self.models and model not in self.models:
-            return self._invalid(404, f"The model `{model[:200]}` does not exist.", "model_not_found", rid, kind,
-                                 "model")
+            return self._invalid(
+                404, f"The model `{model[:200]}` does not exist.", "model_not_found", rid, kind, "model"
+            )
         return await self._serve(request, path, raw, payload, kind, rid)
 
     def _too_large(self, rid: str, kind: str) -> web.Response:
-        response = self._invalid(413, f"the request body is over {self.config.max_body_bytes} bytes",
-                                 "request_too_large", rid, kind)
+        response = self._invalid(
+            413, f"the request body is over {self.config.max_body_bytes} bytes", "request_too_large", rid, kind
+        )
         response.force_close()  # the rest of the body is not read
         return response
 
@@ -563,8 +638,9 @@ class Gateway:
                 # The replica refused the connection: the request never reached it; decide again.
                 refused_connections += 1
                 if refused_connections > len(self.replicas):
-                    decision = Refuse(503, "no_replica_available", "no replica of the fleet is answering",
-                                      self._retry_seconds(10))
+                    decision = Refuse(
+                        503, "no_replica_available", "no replica of the fleet is answering", self._retry_seconds(10)
+                    )
                     continue
                 policy = self.policy()
                 decision = admit(policy, self._load(kind), kind, loop.time(), cap)
@@ -586,8 +662,9 @@ class Gateway:
             else:  # pragma: no cover - admit returns one of the four
                 raise TypeError(f"unexpected decision {decision!r}")
 
-    async def _local(self, request: web.Request, replica: Replica, path: str, raw: bytes, rid: str,
-                     kind: str) -> web.StreamResponse | None:
+    async def _local(
+        self, request: web.Request, replica: Replica, path: str, raw: bytes, rid: str, kind: str
+    ) -> web.StreamResponse | None:
         """Pass the request to `replica` under the lease already taken, and its answer back. None: refused."""
         reached = False
         try:
@@ -609,8 +686,9 @@ class Gateway:
         finally:
             self._end_lease(replica, reached)
 
-    async def _relay(self, request, upstream: aiohttp.ClientResponse, replica: Replica, rid: str,
-                     kind: str) -> web.StreamResponse:
+    async def _relay(
+        self, request, upstream: aiohttp.ClientResponse, replica: Replica, rid: str, kind: str
+    ) -> web.StreamResponse:
         finished = False
         try:
             status = upstream.status
@@ -621,8 +699,15 @@ class Gateway:
                 message, code, param = answers.normalized_upstream_error(status, body)
                 self._answered(outcome, kind)
                 replica.answered += 1
-                return answers.error(status, message, code, retry_after=self._retry_seconds(), request_id=rid,
-                                     outcome=outcome, param=param)
+                return answers.error(
+                    status,
+                    message,
+                    code,
+                    retry_after=self._retry_seconds(),
+                    request_id=rid,
+                    outcome=outcome,
+                    param=param,
+                )
             content_type = upstream.headers.get("Content-Type", "application/json")
             head = {"Content-Type": content_type, "x-request-id": rid, "x-capcon-outcome": "local"}
             encoding = upstream.headers.get("Content-Encoding")
@@ -662,8 +747,14 @@ class Gateway:
     def _upstream_failed(self, replica: Replica, error: BaseException, rid: str, kind: str) -> web.Response:
         self._answered("error", kind)
         log.warning("replica %s failed a request: %s", replica.name, _problem(error))
-        return answers.error(502, f"the replica failed to answer ({_problem(error)})", "upstream_error",
-                             retry_after=self._retry_seconds(), request_id=rid, outcome="error")
+        return answers.error(
+            502,
+            f"the replica failed to answer ({_problem(error)})",
+            "upstream_error",
+            retry_after=self._retry_seconds(),
+            request_id=rid,
+            outcome="error",
+        )
 
     # ------------------------------------------------------------------ hosted
 
@@ -691,8 +782,9 @@ class Gateway:
         if self.config.hosted_key:
             headers["Authorization"] = f"Bearer {self.config.hosted_key}"
         try:
-            upstream = await self._hosted_session.post(self._hosted_target(path), data=json.dumps(body),
-                                                       headers=headers)
+            upstream = await self._hosted_session.post(
+                self._hosted_target(path), data=json.dumps(body), headers=headers
+            )
         except (TimeoutError, aiohttp.ClientError, OSError) as error:
             log.warning("hosted endpoint failed (%s): the request falls back to the bounded queue", _problem(error))
             return None
@@ -700,11 +792,13 @@ class Gateway:
         finished = False
         try:
             if upstream.status != 200:
-                log.warning("hosted endpoint answered %d: the request falls back to the bounded queue",
-                            upstream.status)
+                log.warning("hosted endpoint answered %d: the request falls back to the bounded queue", upstream.status)
                 return None
-            head = {"Content-Type": upstream.headers.get("Content-Type", "application/json"), "x-request-id": rid,
-                    "x-capcon-outcome": "hosted"}
+            head = {
+                "Content-Type": upstream.headers.get("Content-Type", "application/json"),
+                "x-request-id": rid,
+                "x-capcon-outcome": "hosted",
+            }
             if not stream:
                 data = await upstream.read()
                 finished = True
@@ -735,8 +829,7 @@ class Gateway:
             return response  # the client left; closing the upstream (below) ends the hosted request
         except (TimeoutError, aiohttp.ClientError) as error:
             if response is None:
-                log.warning("hosted endpoint failed (%s): the request falls back to the bounded queue",
-                            _problem(error))
+                log.warning("hosted endpoint failed (%s): the request falls back to the bounded queue", _problem(error))
                 return None
             log.warning("hosted endpoint broke off a stream: %s", _problem(error))
             return response
@@ -782,19 +875,31 @@ class Gateway:
         rid = request.headers.get("x-request-id") or uuid.uuid4().hex
         for replica in sorted((r for r in self.replicas if r.healthy), key=lambda r: r.in_flight):
             try:
-                async with self._session.get(replica.url + "/v1/models",
-                                             timeout=aiohttp.ClientTimeout(total=10)) as upstream:
+                async with self._session.get(
+                    replica.url + "/v1/models", timeout=aiohttp.ClientTimeout(total=10)
+                ) as upstream:
                     body = await upstream.read()
                     if upstream.status == 200:
-                        return web.Response(status=200, body=body, headers={
-                            "Content-Type": upstream.headers.get("Content-Type", "application/json"),
-                            "x-request-id": rid})
+                        return web.Response(
+                            status=200,
+                            body=body,
+                            headers={
+                                "Content-Type": upstream.headers.get("Content-Type", "application/json"),
+                                "x-request-id": rid,
+                            },
+                        )
             except aiohttp.ClientConnectorError as error:
                 self._set_health(replica, False, _problem(error))
             except (TimeoutError, aiohttp.ClientError, OSError):
                 continue
-        return answers.error(503, "no replica of the fleet is answering", "no_replica_available",
-                             retry_after=10, request_id=rid, outcome="rejected")
+        return answers.error(
+            503,
+            "no replica of the fleet is answering",
+            "no_replica_available",
+            retry_after=10,
+            request_id=rid,
+            outcome="rejected",
+        )
 
     async def _health(self, request: web.Request) -> web.Response:
         if self.stopping:
@@ -811,8 +916,13 @@ class Gateway:
         path = request.path
         if path in GENERATE or path in ("/v1/models", "/health", "/metrics"):
             allowed = "POST" if path in GENERATE else "GET"
-            return answers.error(405, f"{request.method} is not allowed on {path}; expected {allowed}",
-                                 "method_not_allowed", retry_after=1, headers={"Allow": allowed})
+            return answers.error(
+                405,
+                f"{request.method} is not allowed on {path}; expected {allowed}",
+                "method_not_allowed",
+                retry_after=1,
+                headers={"Allow": allowed},
+            )
         return answers.error(404, f"no route {request.method} {path[:200]}", "not_found", retry_after=1)
 
     # ------------------------------------------------------------------ the admin listener
@@ -834,8 +944,13 @@ class Gateway:
 
     @staticmethod
     def _unauthorized() -> web.Response:
-        return answers.error(401, "a valid bearer token is required (Authorization: Bearer <token>)",
-                             "unauthorized", retry_after=None, headers={"WWW-Authenticate": "Bearer"})
+        return answers.error(
+            401,
+            "a valid bearer token is required (Authorization: Bearer <token>)",
+            "unauthorized",
+            retry_after=None,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
 
     async def _admin_policy(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
@@ -848,12 +963,18 @@ class Gateway:
         try:
             body = json.loads(await request.read())
         except web.HTTPRequestEntityTooLarge:
-            return answers.error(413, f"the body is over {ADMIN_MAX_BODY} bytes", "request_too_large",
-                                 retry_after=None, param="body")
+            return answers.error(
+                413, f"the body is over {ADMIN_MAX_BODY} bytes", "request_too_large", retry_after=None, param="body"
+            )
         except (ValueError, UnicodeDecodeError, RecursionError):
-            return answers.error(400, "body: not valid JSON; expected a JSON object such as "
-                                      '{"mode": "pass", "reason": "...", "actor": "..."}',
-                                 "invalid_policy", retry_after=None, param="body")
+            return answers.error(
+                400,
+                "body: not valid JSON; expected a JSON object such as "
+                '{"mode": "pass", "reason": "...", "actor": "..."}',
+                "invalid_policy",
+                retry_after=None,
+                param="body",
+            )
         if self.stopping:
             return answers.error(503, "the gateway is shutting down", "shutting_down", retry_after=None)
         try:
@@ -870,8 +991,12 @@ class Gateway:
     async def _admin_unknown(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
             return self._unauthorized()
-        return answers.error(404, f"no route {request.method} {request.path[:200]}; expected GET or PUT "
-                                  "/admin/policy, GET /admin/state", "not_found", retry_after=None)
+        return answers.error(
+            404,
+            f"no route {request.method} {request.path[:200]}; expected GET or PUT /admin/policy, GET /admin/state",
+            "not_found",
+            retry_after=None,
+        )
 
     def state(self) -> dict:
         policy = self.policy()
@@ -882,13 +1007,28 @@ class Gateway:
         rate = self._drain.rate(self._loop.time()) if self._drain else None
         return {
             "policy": as_json(policy),
-            "queue": {"interactive": len(self.queue), "batch": len(self.batch), "max_queue": policy.max_queue,
-                      "max_batch_queue": policy.max_batch_queue, "peak": dict(self.telemetry.peaks)},
+            "queue": {
+                "interactive": len(self.queue),
+                "batch": len(self.batch),
+                "max_queue": policy.max_queue,
+                "max_batch_queue": policy.max_batch_queue,
+                "peak": dict(self.telemetry.peaks),
+            },
             "in_flight": self.in_flight(),
             "cap_per_replica": cap,
-            "replicas": [{"name": r.name, "url": r.url, "healthy": r.healthy, "in_flight": r.in_flight,
-                          "answered": r.answered, "refused_connections": r.refused, "problem": r.problem,
-                          "models": sorted(r.models)} for r in self.replicas],
+            "replicas": [
+                {
+                    "name": r.name,
+                    "url": r.url,
+                    "healthy": r.healthy,
+                    "in_flight": r.in_flight,
+                    "answered": r.answered,
+                    "refused_connections": r.refused,
+                    "problem": r.problem,
+                    "models": sorted(r.models),
+                }
+                for r in self.replicas
+            ],
             "counters": counters,
             "totals": {o: sum(n for (oo, _), n in self.counts.items() if oo == o) for o in OUTCOMES},
             "completions_per_second": rate,

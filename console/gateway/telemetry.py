@@ -35,39 +35,74 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 class Telemetry:
-    def __init__(self, replicas: Sequence[str], queue_length: Callable[[str], int],
-                 in_flight: Callable[[str], int], healthy: Callable[[str], bool]) -> None:
+    def __init__(
+        self,
+        replicas: Sequence[str],
+        queue_length: Callable[[str], int],
+        in_flight: Callable[[str], int],
+        healthy: Callable[[str], bool],
+    ) -> None:
         self.registry = registry = CollectorRegistry(auto_describe=True)
-        requests = Counter("capcon_gateway_requests", "Requests answered, by outcome and class.",
-                           ("outcome", "class"), registry=registry)
+        requests = Counter(
+            "capcon_gateway_requests",
+            "Requests answered, by outcome and class.",
+            ("outcome", "class"),
+            registry=registry,
+        )
         self._requests = {(o, c): requests.labels(o, c) for o in OUTCOMES for c in CLASSES}
         length = Gauge("capcon_gateway_queue_length", "Requests waiting now.", ("queue",), registry=registry)
-        peak = Gauge("capcon_gateway_queue_length_max", "The most requests ever waiting at once since start.",
-                     ("queue",), registry=registry)
-        wait = Histogram("capcon_gateway_queue_wait_seconds", "Time requests spent waiting in a queue.",
-                         ("queue",), buckets=WAIT_BUCKETS, registry=registry)
+        peak = Gauge(
+            "capcon_gateway_queue_length_max",
+            "The most requests ever waiting at once since start.",
+            ("queue",),
+            registry=registry,
+        )
+        wait = Histogram(
+            "capcon_gateway_queue_wait_seconds",
+            "Time requests spent waiting in a queue.",
+            ("queue",),
+            buckets=WAIT_BUCKETS,
+            registry=registry,
+        )
         self._wait = {q: wait.labels(q) for q in QUEUES}
         self._peak = {q: peak.labels(q) for q in QUEUES}
         self.peaks = dict.fromkeys(QUEUES, 0)
         for q in QUEUES:
             length.labels(q).set_function(lambda q=q: queue_length(q))
-        flight = Gauge("capcon_gateway_in_flight", "Requests in flight (leases held) on each replica.",
-                       ("replica",), registry=registry)
-        up = Gauge("capcon_gateway_replica_healthy", "1 while the replica is used, 0 while it is skipped.",
-                   ("replica",), registry=registry)
+        flight = Gauge(
+            "capcon_gateway_in_flight",
+            "Requests in flight (leases held) on each replica.",
+            ("replica",),
+            registry=registry,
+        )
+        up = Gauge(
+            "capcon_gateway_replica_healthy",
+            "1 while the replica is used, 0 while it is skipped.",
+            ("replica",),
+            registry=registry,
+        )
         for name in replicas:
             flight.labels(name).set_function(lambda name=name: in_flight(name))
             up.labels(name).set_function(lambda name=name: 1.0 if healthy(name) else 0.0)
-        self._retry = Histogram("capcon_gateway_retry_after_seconds", "Retry-After given to refused requests.",
-                                buckets=RETRY_BUCKETS, registry=registry)
+        self._retry = Histogram(
+            "capcon_gateway_retry_after_seconds",
+            "Retry-After given to refused requests.",
+            buckets=RETRY_BUCKETS,
+            registry=registry,
+        )
         self._info = Info("capcon_gateway_policy", "The overflow policy in force.", registry=registry)
         mode = Gauge("capcon_gateway_mode", "1 for the overflow mode in force.", ("mode",), registry=registry)
         self._mode = {m: mode.labels(m) for m in MODES}
-        tokens = Counter("capcon_gateway_hosted_tokens", "Usage tokens reported by the hosted endpoint.",
-                         ("kind",), registry=registry)
+        tokens = Counter(
+            "capcon_gateway_hosted_tokens",
+            "Usage tokens reported by the hosted endpoint.",
+            ("kind",),
+            registry=registry,
+        )
         self._tokens = {k: tokens.labels(k) for k in ("prompt", "completion")}
-        self._cost = Counter("capcon_gateway_hosted_cost_dollars", "Hosted tokens at the configured price.",
-                             registry=registry)
+        self._cost = Counter(
+            "capcon_gateway_hosted_cost_dollars", "Hosted tokens at the configured price.", registry=registry
+        )
         self._switches = Counter("capcon_gateway_policy_switches", "Policy switches applied.", registry=registry)
 
     def answered(self, outcome: str, request_class: str) -> None:
@@ -93,8 +128,14 @@ class Telemetry:
             self._cost.inc((prompt + completion) * price_per_million / 1e6)
 
     def policy(self, policy: Policy, switched: bool = False) -> None:
-        self._info.info({"mode": policy.mode, "actor": policy.actor, "from_plan": str(policy.from_plan).lower(),
-                         "expires_at": "" if policy.expires_at is None else f"{policy.expires_at:.0f}"})
+        self._info.info(
+            {
+                "mode": policy.mode,
+                "actor": policy.actor,
+                "from_plan": str(policy.from_plan).lower(),
+                "expires_at": "" if policy.expires_at is None else f"{policy.expires_at:.0f}",
+            }
+        )
         for name, child in self._mode.items():
             child.set(1.0 if name == policy.mode else 0.0)
         if switched:

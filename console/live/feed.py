@@ -33,13 +33,20 @@ class PollFeed:
         handle = self.handle
         view = advance(self.previous, handle.name, poll.figures, handle.plan_at(now), now)
         if self.recorder is not None:
-            self.recorder.submit(poll_record(handle.name, poll, self.previous, view, handle.plan, handle.plan_time(view.now)))
+            self.recorder.submit(
+                poll_record(handle.name, poll, self.previous, view, handle.plan, handle.plan_time(view.now))
+            )
         self.previous = view
         return view
 
 
 def poll_record(
-    fleet: str, poll: Poll, previous: FleetView | None, view: FleetView, plan: Plan | None, plan_clock: float | None = None
+    fleet: str,
+    poll: Poll,
+    previous: FleetView | None,
+    view: FleetView,
+    plan: Plan | None,
+    plan_clock: float | None = None,
 ) -> PollRecord:
     """What to store for one poll: its raw results and `now`, and the view's flag changes.
 

@@ -22,18 +22,53 @@ from console.targets import Target, checked_url, masked_target, targets_from
 
 def add_source_options(parser: argparse.ArgumentParser, named_in: str) -> None:
     """The options `build_source` and `fleet_name` read (watch and record): which replicas, through what, the fleet's name."""
-    parser.add_argument("--target", action="append", default=[], metavar="URL", help="a replica's URL (host:port, or a full /metrics URL); repeat for each")
-    parser.add_argument("--source", choices=("scrape", "prometheus"), default=None, help="scrape replicas directly (default) or query Prometheus")
-    parser.add_argument("--prometheus", metavar="URL", help="Prometheus (or Thanos, Mimir) base URL, for --source prometheus")
-    parser.add_argument("--selector", default=None, metavar="SEL", help='PromQL label matchers choosing the fleet, e.g. \'job="vllm"\'')
-    parser.add_argument("--name", default=None, metavar="NAME", help=f"the fleet's name in {named_in} (default: the plan's name, else taken from the targets or the selector)")
-    parser.add_argument("--timeout", type=float, default=None, metavar="S", help="per-target (or per-query) timeout in seconds (default: the interval, at most 5)")
-    parser.add_argument("--token-env", metavar="VAR", help="send a bearer token read from this environment variable "
-                        "(a URL's own user:password@ is sent as HTTP Basic auth instead)")
+    parser.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a replica's URL (host:port, or a full /metrics URL); repeat for each",
+    )
+    parser.add_argument(
+        "--source",
+        choices=("scrape", "prometheus"),
+        default=None,
+        help="scrape replicas directly (default) or query Prometheus",
+    )
+    parser.add_argument(
+        "--prometheus", metavar="URL", help="Prometheus (or Thanos, Mimir) base URL, for --source prometheus"
+    )
+    parser.add_argument(
+        "--selector", default=None, metavar="SEL", help="PromQL label matchers choosing the fleet, e.g. 'job=\"vllm\"'"
+    )
+    parser.add_argument(
+        "--name",
+        default=None,
+        metavar="NAME",
+        help=f"the fleet's name in {named_in} (default: the plan's name, else taken from the targets or the selector)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="per-target (or per-query) timeout in seconds (default: the interval, at most 5)",
+    )
+    parser.add_argument(
+        "--token-env",
+        metavar="VAR",
+        help="send a bearer token read from this environment variable "
+        "(a URL's own user:password@ is sent as HTTP Basic auth instead)",
+    )
     parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
-    parser.add_argument("--max-answer-mb", type=float, default=None, metavar="MB",
-                        help="Prometheus: read at most this many MB of answers per refresh, decompressed, over its six "
-                        f"queries (default {DEFAULT_MAX_ANSWER_MB:g}; a 10,000-replica fleet takes about 40)")
+    parser.add_argument(
+        "--max-answer-mb",
+        type=float,
+        default=None,
+        metavar="MB",
+        help="Prometheus: read at most this many MB of answers per refresh, decompressed, over its six "
+        f"queries (default {DEFAULT_MAX_ANSWER_MB:g}; a 10,000-replica fleet takes about 40)",
+    )
 
 
 def load_plans(paths: Sequence[str]) -> list[Plan]:
@@ -53,11 +88,18 @@ def fleet_handles(args: argparse.Namespace, plans: Sequence[Plan]) -> list[Fleet
 
 
 def fleet_watcher(args: argparse.Namespace, plans: Sequence[Plan]) -> Watcher:
-    return Watcher(build_source(args, plans), window_seconds(args, source_kind(args, plans)), interval_seconds=args.interval)
+    return Watcher(
+        build_source(args, plans), window_seconds(args, source_kind(args, plans)), interval_seconds=args.interval
+    )
 
 
 def handle_on_urls(
-    name: str, plan: Plan, urls: Sequence[str], window: float, interval: float, plan_clock: Callable[[float], float] | None = None
+    name: str,
+    plan: Plan,
+    urls: Sequence[str],
+    window: float,
+    interval: float,
+    plan_clock: Callable[[float], float] | None = None,
 ) -> FleetHandle:
     """A fleet scraped at `urls` (named replica-0, replica-1, ...): the simulated fleet of `capcon demo`."""
     from console.sources.scrape import ScrapeSource  # noqa: PLC0415 - the scrape stack only when a fleet is watched
@@ -75,7 +117,9 @@ def window_seconds(args: argparse.Namespace, kind: str = "scrape") -> float:
 
 
 def timeout(args: argparse.Namespace) -> float:
-    return float(args.timeout if args.timeout is not None else min(max(args.interval, 1.0), MAX_DEFAULT_TIMEOUT_SECONDS))
+    return float(
+        args.timeout if args.timeout is not None else min(max(args.interval, 1.0), MAX_DEFAULT_TIMEOUT_SECONDS)
+    )
 
 
 def fleet_name(args: argparse.Namespace, plan: Plan | None, source: object) -> str:
@@ -111,7 +155,9 @@ def build_source(args: argparse.Namespace, plans: Sequence[Plan]) -> SampleSourc
 
     if kind == "prometheus":
         if not prometheus_url:
-            raise UserError("--source prometheus: no Prometheus URL; expected --prometheus URL or a plan fleet section with prometheus_url")
+            raise UserError(
+                "--source prometheus: no Prometheus URL; expected --prometheus URL or a plan fleet section with prometheus_url"
+            )
         prometheus_url = _prometheus_url(prometheus_url, "--prometheus" if args.prometheus else "fleet.prometheus_url")
         max_mb = getattr(args, "max_answer_mb", None)
         if max_mb is not None and (not math.isfinite(max_mb) or max_mb <= 0):
@@ -132,7 +178,9 @@ def build_source(args: argparse.Namespace, plans: Sequence[Plan]) -> SampleSourc
 
     urls = list(args.target) or [url for f in fleets for url in f.targets]
     if not urls:
-        raise UserError("no targets: expected --target URL (repeatable) or a plan file whose fleet section lists targets")
+        raise UserError(
+            "no targets: expected --target URL (repeatable) or a plan file whose fleet section lists targets"
+        )
     return ScrapeSource(
         targets_from(urls),
         timeout=timeout(args),
@@ -146,15 +194,21 @@ def _prometheus_url(text: str, named: str) -> str:
     try:
         return checked_url(text)
     except ValueError as problem:
-        raise UserError(f"{named} {masked_target(text)!r}: {problem}; expected an http(s) URL such as http://prometheus:9090") from None
+        raise UserError(
+            f"{named} {masked_target(text)!r}: {problem}; expected an http(s) URL such as http://prometheus:9090"
+        ) from None
 
 
 def check_fleets(args: argparse.Namespace, plans: Sequence[Plan]) -> None:
     """Several plans: each names its own fleet, so each needs a fleet section, and each comes once."""
     if args.target:
-        raise UserError("--target with several plans: each plan's fleet section names its replicas; expected one plan, or no --target")
+        raise UserError(
+            "--target with several plans: each plan's fleet section names its replicas; expected one plan, or no --target"
+        )
     if getattr(args, "name", None):
-        raise UserError("--name with several plans: each fleet is named after its plan; expected one plan, or no --name")
+        raise UserError(
+            "--name with several plans: each fleet is named after its plan; expected one plan, or no --name"
+        )
     seen: dict[Path, str] = {}
     for path in args.plan:
         resolved = Path(path).resolve()

@@ -122,9 +122,13 @@ class Watcher:
 
     def memory(self) -> WatcherMemory:
         return WatcherMemory(
-            self.source_name, self.window_seconds, self.interval_seconds,
+            self.source_name,
+            self.window_seconds,
+            self.interval_seconds,
             {url: tuple(ring) for url, ring in self._rings.items()},
-            dict(self._last_good), frozenset(self._restarted), dict(self._latest),
+            dict(self._last_good),
+            frozenset(self._restarted),
+            dict(self._latest),
         )
 
     @classmethod
@@ -177,7 +181,14 @@ class Watcher:
     ) -> tuple[Figures, tuple[ReplicaSample | None, ReplicaSample] | None, ReplicaWindow | None]:
         ring = self._rings.setdefault(result.url, deque())
         if result.sample is not None and not math.isfinite(result.sample.at):
-            result = TargetResult(result.name, result.url, ReplicaState.BAD_PAYLOAD, None, "a sample without a usable time", result.fetched_at)
+            result = TargetResult(
+                result.name,
+                result.url,
+                ReplicaState.BAD_PAYLOAD,
+                None,
+                "a sample without a usable time",
+                result.fetched_at,
+            )
         if result.sample is None:
             last_good = self._last_good.get(result.url)
             age = now - last_good if last_good is not None else None
@@ -218,10 +229,15 @@ class Watcher:
         state = ReplicaState.RESTARTED if result.url in self._restarted else ReplicaState.UP
         if state is ReplicaState.RESTARTED:
             # Shown on the poll that found the restart, so why is known (a model, start time, counter...).
-            error = f"restarted ({reason}): rates resume after the next refresh" if reason else "restarted: rates resume after the next refresh"
+            error = (
+                f"restarted ({reason}): rates resume after the next refresh"
+                if reason
+                else "restarted: rates resume after the next refresh"
+            )
         else:
             error = result.error
         window = replica_window(older, sample)  # once: the replica's figures and the fleet totals both use it
-        figures = replica_figures(older, sample, result.name, result.url, state=state, error=error, now=now, window=window)
+        figures = replica_figures(
+            older, sample, result.name, result.url, state=state, error=error, now=now, window=window
+        )
         return figures, (older, sample), window
-

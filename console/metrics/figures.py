@@ -83,12 +83,31 @@ class Figures:
 # finite number >= 0, and a share at most 1. The data age alone may be negative (clocks apart).
 _SHARES = ("kv_usage", "prefix_hit_share")
 _NUMBERS = (
-    "requests_per_second", "prompt_tokens_per_second", "generation_tokens_per_second", "running", "waiting",
-    "kv_usage", "kv_capacity_tokens", "preemptions_per_second", "prefix_hit_share", "ttft_p50_seconds",
-    "ttft_p95_seconds", "ttft_p99_seconds", "itl_p95_seconds", "tpot_p95_seconds", "e2e_p95_seconds",
-    "queue_p95_seconds", "mean_input_tokens", "mean_output_tokens", "rejections_per_second",
+    "requests_per_second",
+    "prompt_tokens_per_second",
+    "generation_tokens_per_second",
+    "running",
+    "waiting",
+    "kv_usage",
+    "kv_capacity_tokens",
+    "preemptions_per_second",
+    "prefix_hit_share",
+    "ttft_p50_seconds",
+    "ttft_p95_seconds",
+    "ttft_p99_seconds",
+    "itl_p95_seconds",
+    "tpot_p95_seconds",
+    "e2e_p95_seconds",
+    "queue_p95_seconds",
+    "mean_input_tokens",
+    "mean_output_tokens",
+    "rejections_per_second",
 )
-_MAPS = (("requests_per_second_by_reason", False), ("kv_usage_by_engine", True), ("kv_capacity_tokens_by_engine", False))
+_MAPS = (
+    ("requests_per_second_by_reason", False),
+    ("kv_usage_by_engine", True),
+    ("kv_capacity_tokens_by_engine", False),
+)
 
 
 def _why_not(value: object, share: bool = False) -> str:
@@ -127,7 +146,9 @@ def vetted_figures(figures: Figures) -> Figures:
         bad = sorted(str(key) for key, value in values.items() if _why_not(value, share))
         if bad:
             changes[name] = {}
-            reasons.append(f"{name} ({', '.join(bad)}) {_why_not(values[next(k for k in values if str(k) == bad[0])], share)}")
+            reasons.append(
+                f"{name} ({', '.join(bad)}) {_why_not(values[next(k for k in values if str(k) == bad[0])], share)}"
+            )
             if name == "kv_usage_by_engine":
                 changes["kv_usage"] = None
         elif share and any(value > 1.0 for value in values.values()):

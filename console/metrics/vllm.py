@@ -370,7 +370,9 @@ def sample_from_samples(samples: Iterable[Sample], at: float) -> ReplicaSample:
             raise IncompletePage(f"{wire_name(canonical)}: buckets fall at {falls}: page corrupt or cut short")
         if not bounds:
             continue
-        histograms[canonical] = Histogram(bounds, cumulative, histogram_sums.get(canonical), histogram_counts.get(canonical))
+        histograms[canonical] = Histogram(
+            bounds, cumulative, histogram_sums.get(canonical), histogram_counts.get(canonical)
+        )
 
     def total(canonical: str) -> float | None:
         values = gauge_values.get(canonical)
@@ -432,13 +434,25 @@ def _check_whole(
                 continue  # _count and _sum alone: not a histogram capcon reads (no buckets)
             per = buckets.get(canonical, {}).get(engine, {})
             if not infinite or not infinite == count_lines == sum_lines or lines != infinite * len(per):
-                missing = "+Inf bucket" if not infinite else "_count" if count_lines < infinite else "_sum" if sum_lines < infinite else "buckets"
-                raise IncompletePage(f"{wire_name(canonical)}: a series without its {missing} (engine {engine}): page cut short")
+                missing = (
+                    "+Inf bucket"
+                    if not infinite
+                    else "_count"
+                    if count_lines < infinite
+                    else "_sum"
+                    if sum_lines < infinite
+                    else "buckets"
+                )
+                raise IncompletePage(
+                    f"{wire_name(canonical)}: a series without its {missing} (engine {engine}): page cut short"
+                )
     every = set().union(*engines.values()) if engines else set()
     for canonical, seen in engines.items():
         if seen != every:
             missing = ", ".join(sorted(every - seen))
-            raise IncompletePage(f"{wire_name(canonical)}: no series for engine {missing}, which the page's other families have: page cut short")
+            raise IncompletePage(
+                f"{wire_name(canonical)}: no series for engine {missing}, which the page's other families have: page cut short"
+            )
 
 
 _bounds: dict[str | None, float | None] = {}

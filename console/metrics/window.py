@@ -182,7 +182,11 @@ def replica_window(older: ReplicaSample | None, newer: ReplicaSample | None) -> 
             by_reason[reason] = value - old
     histograms = {}
     for canonical, histogram in newer.histograms.items():
-        bucket_delta = histogram_delta(older.histograms.get(canonical), histogram) if _same_series(older, newer, canonical) else None
+        bucket_delta = (
+            histogram_delta(older.histograms.get(canonical), histogram)
+            if _same_series(older, newer, canonical)
+            else None
+        )
         if bucket_delta is not None:
             histograms[canonical] = bucket_delta
     return ReplicaWindow(newer.at - older.at, counters, by_reason, histograms)
@@ -201,7 +205,9 @@ def _window_figures(window: ReplicaWindow | None) -> dict:
         values[field_name] = delta_quantile(q, window.histograms.get(canonical))
     values["mean_input_tokens"] = _mean(window.histograms.get("prompt_length"))
     values["mean_output_tokens"] = _mean(window.histograms.get("output_length"))
-    values["prefix_hit_share"] = _share(window.counters.get("prefix_cache_hits"), window.counters.get("prefix_cache_queries"))
+    values["prefix_hit_share"] = _share(
+        window.counters.get("prefix_cache_hits"), window.counters.get("prefix_cache_queries")
+    )
     return values
 
 
@@ -283,14 +289,16 @@ def fleet_figures(
     if len(live) < answering:
         notes.append(f"{answering - len(live)} replicas without a full window (rates leave them out)")
     ages = [f.data_age_seconds for f in current if f.data_age_seconds is not None]
-    return vetted_figures(Figures(
-        name=name,
-        url=url,
-        state=state,
-        error="; ".join(notes),
-        data_age_seconds=max(ages) if ages else None,
-        **values,
-    ))
+    return vetted_figures(
+        Figures(
+            name=name,
+            url=url,
+            state=state,
+            error="; ".join(notes),
+            data_age_seconds=max(ages) if ages else None,
+            **values,
+        )
+    )
 
 
 def _merge_windows(windows: Sequence[ReplicaWindow]) -> ReplicaWindow | None:

@@ -95,7 +95,9 @@ def cap_of(policy: Policy, planned_cap: int | None) -> int | None:
     return None if policy.mode == "pass" else planned_cap
 
 
-def admit(policy: Policy, load: Load, request_class: RequestClass, now: float, planned_cap: int | None = None) -> Decision:
+def admit(
+    policy: Policy, load: Load, request_class: RequestClass, now: float, planned_cap: int | None = None
+) -> Decision:
     """What happens to a request arriving at `now`."""
     if not any(r.healthy for r in load.replicas):
         if policy.mode == "hosted" and policy.hosted_allowed:
@@ -114,7 +116,8 @@ def admit(policy: Policy, load: Load, request_class: RequestClass, now: float, p
         return Hosted()
     if load.queued >= policy.max_queue:
         return Refuse(
-            429, "queue_full",
+            429,
+            "queue_full",
             f"the fleet is over its capacity: {load.queued} requests are queued, the bound is {policy.max_queue}",
             retry_after(load.queued, load.completions_per_second, policy.max_wait_seconds),
         )
@@ -124,7 +127,8 @@ def admit(policy: Policy, load: Load, request_class: RequestClass, now: float, p
 def timed_out(policy: Policy, load: Load) -> Refuse:
     """The answer to a request whose deadline passed in the queue."""
     return Refuse(
-        503, "queue_timeout",
+        503,
+        "queue_timeout",
         f"waited {policy.max_wait_seconds:g} s in the queue (its bound) without a free replica",
         retry_after(load.queued, load.completions_per_second, policy.max_wait_seconds),
     )
@@ -132,16 +136,22 @@ def timed_out(policy: Policy, load: Load) -> Refuse:
 
 def shutting_down(load: Load) -> Refuse:
     """The answer to a queued request when the gateway stops: come back once another instance has it."""
-    return Refuse(503, "shutting_down", "the gateway is shutting down", retry_after(load.queued, load.completions_per_second, 5.0))
+    return Refuse(
+        503, "shutting_down", "the gateway is shutting down", retry_after(load.queued, load.completions_per_second, 5.0)
+    )
 
 
 def _deferred(policy: Policy, load: Load) -> Decision:
     if policy.defer_action == "hold":
         if load.batch_queued < policy.max_batch_queue:
             return Wait("batch", None)
-        return Refuse(429, "batch_queue_full",
-                      f"deferrable work is held until the fleet has room; {load.batch_queued} are held, the bound "
-                      f"is {policy.max_batch_queue}", _off_peak(load))
+        return Refuse(
+            429,
+            "batch_queue_full",
+            f"deferrable work is held until the fleet has room; {load.batch_queued} are held, the bound "
+            f"is {policy.max_batch_queue}",
+            _off_peak(load),
+        )
     return Refuse(429, "deferred", "deferrable work is refused during the peak: retry off-peak", _off_peak(load))
 
 

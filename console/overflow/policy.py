@@ -70,7 +70,7 @@ _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, None: 1.0}
 
 
 def parse_duration(value: object, field: str) -> float:
-    """"30m", "2h", "90s", "1d" or a number of seconds; positive, finite, at most a week."""
+    """ "30m", "2h", "90s", "1d" or a number of seconds; positive, finite, at most a week."""
     if isinstance(value, bool):
         raise PolicyError(field, f"got {value!r}; expected a duration such as 30m, 2h or 90 (seconds)")
     if isinstance(value, (int, float)):
@@ -93,8 +93,18 @@ def parse_switch(body: object, plan_policy: Policy, now: float) -> Policy:
     """
     if not isinstance(body, dict):
         raise PolicyError("body", f"got {type(body).__name__}; expected a JSON object")
-    known = {"mode", "max_queue", "max_wait_seconds", "max_inflight_per_replica", "hosted_after_queue",
-             "defer_action", "max_batch_queue", "reason", "actor", "for"}
+    known = {
+        "mode",
+        "max_queue",
+        "max_wait_seconds",
+        "max_inflight_per_replica",
+        "hosted_after_queue",
+        "defer_action",
+        "max_batch_queue",
+        "reason",
+        "actor",
+        "for",
+    }
     unknown = sorted(str(k) for k in body if k not in known)
     if unknown:
         # An empty name is still named: the client must see which field was refused.
@@ -103,8 +113,11 @@ def parse_switch(body: object, plan_policy: Policy, now: float) -> Policy:
     if mode not in MODES:
         raise PolicyError("mode", f"got {_shown(mode)}; expected one of {', '.join(MODES)}")
     if mode == "hosted" and not plan_policy.hosted_allowed:
-        raise PolicyError("mode", "hosted is refused: the plan's data.prompts_may_leave is false, so prompts "
-                                  "may not be sent to a hosted endpoint")
+        raise PolicyError(
+            "mode",
+            "hosted is refused: the plan's data.prompts_may_leave is false, so prompts "
+            "may not be sent to a hosted endpoint",
+        )
     reason = body.get("reason")
     if not isinstance(reason, str) or not reason.strip():
         raise PolicyError("reason", "required: say why, in words (it goes to the history with the switch)")
@@ -124,7 +137,9 @@ def parse_switch(body: object, plan_policy: Policy, now: float) -> Policy:
         changes["max_wait_seconds"] = _seconds(body["max_wait_seconds"], "max_wait_seconds")
     if "max_inflight_per_replica" in body:
         value = body["max_inflight_per_replica"]
-        changes["max_inflight_per_replica"] = None if value is None else _whole(value, "max_inflight_per_replica", 1, MAX_INFLIGHT)
+        changes["max_inflight_per_replica"] = (
+            None if value is None else _whole(value, "max_inflight_per_replica", 1, MAX_INFLIGHT)
+        )
     if "hosted_after_queue" in body:
         changes["hosted_after_queue"] = _whole(body["hosted_after_queue"], "hosted_after_queue", 0, MAX_QUEUE)
     if "max_batch_queue" in body:
@@ -141,26 +156,40 @@ def summary(policy: Policy) -> str:
     if policy.mode == "pass":
         cap = policy.max_inflight_per_replica
         return "every request is forwarded" + (f"; past {cap} in flight on a replica, requests wait" if cap else "")
-    queued = (f"new requests past {policy.max_queue} queued get 429 with Retry-After; a request waiting over "
-              f"{policy.max_wait_seconds:g} s gets 503")
+    queued = (
+        f"new requests past {policy.max_queue} queued get 429 with Retry-After; a request waiting over "
+        f"{policy.max_wait_seconds:g} s gets 503"
+    )
     if policy.mode == "bounded_queue":
         return queued
     if policy.mode == "hosted":
-        return (f"past {policy.hosted_after_queue} queued, new requests go to the hosted endpoint (the bounded "
-                f"queue if it fails); {queued}")
+        return (
+            f"past {policy.hosted_after_queue} queued, new requests go to the hosted endpoint (the bounded "
+            f"queue if it fails); {queued}"
+        )
     if policy.defer_action == "hold":
-        return (f"deferrable requests wait in a batch queue of {policy.max_batch_queue}, released while the fleet "
-                f"has room; interactive: {queued}")
+        return (
+            f"deferrable requests wait in a batch queue of {policy.max_batch_queue}, released while the fleet "
+            f"has room; interactive: {queued}"
+        )
     return f"deferrable requests get 429 with Retry-After at the next off-peak hour; interactive: {queued}"
 
 
 def as_json(policy: Policy) -> dict:
     return {
-        "mode": policy.mode, "max_queue": policy.max_queue, "max_wait_seconds": policy.max_wait_seconds,
-        "max_inflight_per_replica": policy.max_inflight_per_replica, "hosted_after_queue": policy.hosted_after_queue,
-        "defer_action": policy.defer_action, "max_batch_queue": policy.max_batch_queue,
-        "hosted_allowed": policy.hosted_allowed, "actor": policy.actor, "reason": policy.reason,
-        "set_at": policy.set_at, "expires_at": policy.expires_at, "summary": summary(policy),
+        "mode": policy.mode,
+        "max_queue": policy.max_queue,
+        "max_wait_seconds": policy.max_wait_seconds,
+        "max_inflight_per_replica": policy.max_inflight_per_replica,
+        "hosted_after_queue": policy.hosted_after_queue,
+        "defer_action": policy.defer_action,
+        "max_batch_queue": policy.max_batch_queue,
+        "hosted_allowed": policy.hosted_allowed,
+        "actor": policy.actor,
+        "reason": policy.reason,
+        "set_at": policy.set_at,
+        "expires_at": policy.expires_at,
+        "summary": summary(policy),
     }
 
 
@@ -171,8 +200,12 @@ def _whole(value: object, field: str, low: int, high: int) -> int:
 
 
 def _seconds(value: object, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not 0 < value <= MAX_WAIT_SECONDS:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 < value <= MAX_WAIT_SECONDS
+    ):
         raise PolicyError(field, f"got {_shown(value)}; expected seconds over 0 and at most {MAX_WAIT_SECONDS:g}")
     return float(value)
 

@@ -89,9 +89,7 @@ def _prefill(s: Sizing) -> list[str]:
     found = []
     if s.expected_prefill_compute_share > PREFILL_SHARE_BURSTS:
         beyond = (
-            "; more than the replica can compute, so prompts will queue"
-            if s.expected_prefill_compute_share > 1
-            else ""
+            "; more than the replica can compute, so prompts will queue" if s.expected_prefill_compute_share > 1 else ""
         )
         found.append(
             f"prefill will push streaming under target during bursts: the peak's {units.flops(s.prefill_flops_per_second)} "
@@ -142,7 +140,10 @@ def _context(plan: Plan, s: Sizing) -> list[str]:
 
 
 def _capacity(s: Sizing) -> list[str]:
-    if s.expected_rps_at_tpot_target <= 0 or s.rps_per_replica_measured <= CAPACITY_OPTIMISM * s.expected_rps_at_tpot_target:
+    if (
+        s.expected_rps_at_tpot_target <= 0
+        or s.rps_per_replica_measured <= CAPACITY_OPTIMISM * s.expected_rps_at_tpot_target
+    ):
         return []
     return [
         f"measured capacity looks optimistic: {units.rps(s.rps_per_replica_measured)} per replica "

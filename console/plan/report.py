@@ -289,18 +289,26 @@ def _schedule(sch: Schedule) -> list[str]:
         scale_up = lambda up: (up.start_minute_of_day, up.ready_hour, up.from_replicas, up.to_replicas)  # noqa: E731 - one key for sorted() and groupby()
         for (minute, ready, before, after), group in groupby(sorted(sch.scale_ups, key=scale_up), key=scale_up):
             days = _days([up.start_weekday for up in group])
-            lines.append(f"  {days} {minute // 60:02d}:{minute % 60:02d} start {after - before} "
-                         f"({before} -> {after}), serving from {ready:02d}:00")
+            lines.append(
+                f"  {days} {minute // 60:02d}:{minute % 60:02d} start {after - before} "
+                f"({before} -> {after}), serving from {ready:02d}:00"
+            )
     else:
         lines.append("Scale-ups: none, the same replicas all week.")
     lines += [
         f"GPU-hours a month ({HOURS_PER_MONTH:g} h: {WORKING_DAYS_PER_MONTH:g} working days and "
         f"{WEEKEND_DAYS_PER_MONTH:.2f} weekend days; {_gpus(sch.gpus_per_replica)} per replica)",
-        _row("on the schedule", f"{sch.gpu_hours_month_schedule:,.0f}",
-             f"{units.dollars(sch.cost_month_schedule)} a month, including each scale-up's {lead} of loading"),
-        _row("24/7 at the peak", f"{sch.gpu_hours_month_always_on:,.0f}",
-             f"{units.dollars(sch.cost_month_always_on)} a month ({max(map(max, sch.replicas_by_hour))} replicas "
-             f"x {HOURS_PER_MONTH:g} h)"),
+        _row(
+            "on the schedule",
+            f"{sch.gpu_hours_month_schedule:,.0f}",
+            f"{units.dollars(sch.cost_month_schedule)} a month, including each scale-up's {lead} of loading",
+        ),
+        _row(
+            "24/7 at the peak",
+            f"{sch.gpu_hours_month_always_on:,.0f}",
+            f"{units.dollars(sch.cost_month_always_on)} a month ({max(map(max, sch.replicas_by_hour))} replicas "
+            f"x {HOURS_PER_MONTH:g} h)",
+        ),
         _row("saving", units.share(sch.saving_share), "1 - schedule / 24/7"),
     ]
     lines.append(

@@ -223,7 +223,9 @@ class _Field:
         """Text that is shown (in the report, the console, the history): printable and of a sane length."""
         value = self.text()
         if len(value) > max_length:
-            raise self.fail(f"{len(value):,} characters ({_cut(value, quoted=True)})", f"at most {max_length} characters")
+            raise self.fail(
+                f"{len(value):,} characters ({_cut(value, quoted=True)})", f"at most {max_length} characters"
+            )
         odd = _odd_character(value, newlines)
         if odd is not None:
             raise self.fail(f"{odd!r} in {_cut(value, quoted=True)}", "printable text (no control characters)")
@@ -293,7 +295,9 @@ def _gpu(f: _Field) -> Gpu:
         wanted = g["preset"].text()
         base = catalog.find_preset(wanted)
         if base is None:
-            raise g["preset"].fail(f"unknown GPU preset {_cut(wanted, quoted=True)}", "one of " + ", ".join(catalog.PRESETS))
+            raise g["preset"].fail(
+                f"unknown GPU preset {_cut(wanted, quoted=True)}", "one of " + ", ".join(catalog.PRESETS)
+            )
     else:
         for key in _GPU_FIGURES:
             if key not in g:
@@ -301,18 +305,23 @@ def _gpu(f: _Field) -> Gpu:
                     f"missing key {key!r}",
                     "a preset, or memory_gb, bandwidth_tb_s, tflops_bf16 and price_per_hour",
                 )
+
     def figure(key: str, scale: float, fallback: float | None) -> float:
         if key in g:
             return g[key].number(LIMITS[f"gpu.{key}"]) * scale
         if fallback is None:  # no preset: each figure was required just above
-            raise f.fail(f"missing key {key!r}", "a preset, or memory_gb, bandwidth_tb_s, tflops_bf16 and price_per_hour")
+            raise f.fail(
+                f"missing key {key!r}", "a preset, or memory_gb, bandwidth_tb_s, tflops_bf16 and price_per_hour"
+            )
         return float(fallback)
 
     name = g["name"].name() if "name" in g else (base.name if base else "custom GPU")
     return Gpu(
         name=name,
         memory_bytes=figure("memory_gb", catalog.GB, base.memory_bytes if base else None),
-        bandwidth_bytes_per_second=figure("bandwidth_tb_s", catalog.TB, base.bandwidth_bytes_per_second if base else None),
+        bandwidth_bytes_per_second=figure(
+            "bandwidth_tb_s", catalog.TB, base.bandwidth_bytes_per_second if base else None
+        ),
         flops_per_second=figure("tflops_bf16", catalog.TFLOP, base.flops_per_second if base else None),
         price_per_hour=figure("price_per_hour", 1.0, base.price_per_hour if base else None),
     )
@@ -398,9 +407,7 @@ def _workload(f: _Field) -> Workload:
     if tokens.input_p95 < tokens.input_mean:
         raise t["input_p95"].fail(f"p95 {tokens.input_p95:g} is below the mean {tokens.input_mean:g}", "p95 >= mean")
     if tokens.output_max < tokens.output_mean:
-        raise t["output_max"].fail(
-            f"max {tokens.output_max:g} is below the mean {tokens.output_mean:g}", "max >= mean"
-        )
+        raise t["output_max"].fail(f"max {tokens.output_max:g} is below the mean {tokens.output_mean:g}", "max >= mean")
     g = w["targets"].mapping(("ttft_p95_seconds", "tpot_p95_seconds"), ("e2e_p95_seconds", "goodput_share"))
 
     def target(key: str) -> float:
@@ -409,7 +416,9 @@ def _workload(f: _Field) -> Workload:
     targets = Targets(
         ttft_p95_seconds=target("ttft_p95_seconds"),
         tpot_p95_seconds=target("tpot_p95_seconds"),
-        e2e_p95_seconds=None if "e2e_p95_seconds" not in g or g["e2e_p95_seconds"].is_null() else target("e2e_p95_seconds"),
+        e2e_p95_seconds=None
+        if "e2e_p95_seconds" not in g or g["e2e_p95_seconds"].is_null()
+        else target("e2e_p95_seconds"),
         goodput_share=target("goodput_share") if "goodput_share" in g else 0.99,
     )
     rps = _arrivals(w["arrivals"])
@@ -565,8 +574,10 @@ def _check_nesting(text: str, source_name: str) -> None:
             depth += 1
             if depth > MAX_NESTING:
                 line = event.start_mark.line + 1 if event.start_mark else 1
-                raise PlanError(f"{source_name}:{line}: YAML nested more than {MAX_NESTING} "
-                                f"levels deep; expected a plan (its keys nest 6 levels at most)")
+                raise PlanError(
+                    f"{source_name}:{line}: YAML nested more than {MAX_NESTING} "
+                    f"levels deep; expected a plan (its keys nest 6 levels at most)"
+                )
         elif isinstance(event, _CLOSERS):
             depth -= 1
 
@@ -584,14 +595,18 @@ def _compose(text: str, source_name: str) -> yaml.Node:
         line = mark.line + 1 if mark else 1
         problem = _one_line(error.problem or error.context or "malformed YAML")
         if "nesting depth" in problem:  # libyaml's own limit (1,000 levels), met before ours
-            raise PlanError(f"{source_name}:{line}: YAML nested more than {MAX_NESTING} levels deep; "
-                            f"expected a plan (its keys nest 6 levels at most)") from None
+            raise PlanError(
+                f"{source_name}:{line}: YAML nested more than {MAX_NESTING} levels deep; "
+                f"expected a plan (its keys nest 6 levels at most)"
+            ) from None
         raise PlanError(f"{source_name}:{line}: YAML syntax error: {problem}; expected valid YAML") from None
     except yaml.reader.ReaderError as error:  # a character YAML does not allow (control characters)
         line = text.count("\n", 0, max(0, error.position)) + 1
         character = chr(error.character) if isinstance(error.character, int) else error.character
-        raise PlanError(f"{source_name}:{line}: YAML error: the character {character!r} is not allowed in YAML; "
-                        f"expected printable text (write control characters as escapes in double quotes)") from None
+        raise PlanError(
+            f"{source_name}:{line}: YAML error: the character {character!r} is not allowed in YAML; "
+            f"expected printable text (write control characters as escapes in double quotes)"
+        ) from None
     except yaml.YAMLError as error:
         raise PlanError(f"{source_name}:1: YAML error: {_cut(_one_line(error))}; expected valid YAML") from None
     except UnicodeError:  # unpaired surrogates in text handed to parse_plan (a file is decoded strictly)
@@ -604,8 +619,10 @@ def _compose(text: str, source_name: str) -> yaml.Node:
 def parse_plan(text: str, source_name: str) -> Plan:
     """The plan written in `text`; `source_name` names it in error messages."""
     if len(text) > MAX_PLAN_BYTES:
-        raise PlanError(f"{source_name}:1: {len(text):,} characters; expected a plan of at most "
-                        f"{MAX_PLAN_BYTES // 1024} KB (a plan is a few KB)")
+        raise PlanError(
+            f"{source_name}:1: {len(text):,} characters; expected a plan of at most "
+            f"{MAX_PLAN_BYTES // 1024} KB (a plan is a few KB)"
+        )
     root = _Field(_compose(text, source_name), "", source_name)
     top = root.mapping(_TOP_REQUIRED, _TOP_OPTIONAL)
     data = _data(top.get("data"))
@@ -673,8 +690,10 @@ def _read_bounded(path: str | Path, source: str) -> bytes:
             raise PlanError(f"{source}: is a directory; expected a plan file (YAML)")
         if not stat.S_ISREG(info.st_mode):
             raise PlanError(f"{source}: is {_kind(info.st_mode)}, not a regular file; expected a plan file (YAML)")
-        too_big = PlanError(f"{source}: larger than {MAX_PLAN_BYTES // 1024} KB; expected a plan file of at most "
-                            f"{MAX_PLAN_BYTES // 1024} KB (a plan is a few KB)")
+        too_big = PlanError(
+            f"{source}: larger than {MAX_PLAN_BYTES // 1024} KB; expected a plan file of at most "
+            f"{MAX_PLAN_BYTES // 1024} KB (a plan is a few KB)"
+        )
         if info.st_size > MAX_PLAN_BYTES:
             raise too_big
         chunks, size = [], 0

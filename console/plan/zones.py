@@ -38,8 +38,10 @@ def shown_name(name: str) -> str:
 def zone_info(name: str) -> ZoneInfo:
     """The zone called `name`; ZoneNameError (a ValueError) for anything else, never an OSError."""
     if len(name) > MAX_ZONE_NAME_LENGTH:
-        raise ZoneNameError(f"{shown_name(name)} is too long for a time zone name",
-                            f"{ZONE_EXPECTED} (at most {MAX_ZONE_NAME_LENGTH} characters)")
+        raise ZoneNameError(
+            f"{shown_name(name)} is too long for a time zone name",
+            f"{ZONE_EXPECTED} (at most {MAX_ZONE_NAME_LENGTH} characters)",
+        )
     if not _ZONE_NAME.fullmatch(name):
         raise ZoneNameError(f"{shown_name(name)} is not a time zone name")
     try:
@@ -55,8 +57,11 @@ def _zone_in_region(name: str) -> str | None:
     try:
         from importlib import resources  # noqa: PLC0415 - only to word the message
 
-        entries = sorted(entry.name for entry in resources.files("tzdata.zoneinfo").joinpath(name).iterdir()
-                         if entry.is_file() and entry.name[:1].isupper())
+        entries = sorted(
+            entry.name
+            for entry in resources.files("tzdata.zoneinfo").joinpath(name).iterdir()
+            if entry.is_file() and entry.name[:1].isupper()
+        )
     except Exception:  # noqa: BLE001 - no tzdata package, not a folder, unreadable: no example
         return None
     return f"{name}/{entries[0]}" if entries else None

@@ -98,8 +98,16 @@ class ReplayController:
         return sum(f.cost(f.recorded.index_at(at)) for f in self.fleets)
 
     def frame(self, computed: int = 0, ended: bool = False, note: str = "") -> Frame:
-        return Frame(self.at, tuple(f.view for f in self.fleets), tuple(f.poll for f in self.fleets),
-                     self.playing, self.speed, computed, ended, note)
+        return Frame(
+            self.at,
+            tuple(f.view for f in self.fleets),
+            tuple(f.poll for f in self.fleets),
+            self.playing,
+            self.speed,
+            computed,
+            ended,
+            note,
+        )
 
     # --- moving (worker thread, one at a time) ------------------------------------
 
@@ -136,7 +144,11 @@ class ReplayController:
 
     def set_speed(self, factor: float) -> Frame:
         speed = min(max(self.speed * factor, MIN_SPEED), MAX_SPEED)
-        note = "" if speed != self.speed else f"speed stays {speed_words(speed)} ({speed_words(MIN_SPEED)} to {speed_words(MAX_SPEED)})"
+        note = (
+            ""
+            if speed != self.speed
+            else f"speed stays {speed_words(speed)} ({speed_words(MIN_SPEED)} to {speed_words(MAX_SPEED)})"
+        )
         self.speed = speed
         return self.frame(note=note)
 
@@ -150,7 +162,9 @@ class ReplayController:
             if not found:
                 return self._move(self.end, ended=True, note=self._end_words())
             return self._move(min(found))
-        found = [f.recorded.times[i] for f in self.fleets if (i := f.recorded.index_from(self.at) - 1) >= f.recorded.first]
+        found = [
+            f.recorded.times[i] for f in self.fleets if (i := f.recorded.index_from(self.at) - 1) >= f.recorded.first
+        ]
         if not found:
             return self._move(self.start, note="start of recording")
         return self._move(max(found))
@@ -192,8 +206,11 @@ class ReplayController:
     def _in_second(self, at: float) -> float:
         """The last poll of any fleet taken in the second `at` falls in, at or after `at`; else `at`."""
         second_end = math.floor(at) + 1.0
-        later = [f.recorded.times[i] for f in self.fleets
-                 if (i := bisect_left(f.recorded.times, second_end) - 1) >= 0 and f.recorded.times[i] > at]
+        later = [
+            f.recorded.times[i]
+            for f in self.fleets
+            if (i := bisect_left(f.recorded.times, second_end) - 1) >= 0 and f.recorded.times[i] > at
+        ]
         return min(max(later, default=at), self.end)
 
     def _catch_up(self) -> bool:

@@ -62,7 +62,9 @@ class FleetReplay:
         self.view: FleetView | None = None
         self.poll: RecordedPoll | None = None  # the last poll fed, without its samples
         self._watcher: Watcher | None = None
-        self._keyframes: dict[int, Keyframe] = {-1: Keyframe(-1, None, None, None)}  # the current chain's, by poll index
+        self._keyframes: dict[int, Keyframe] = {
+            -1: Keyframe(-1, None, None, None)
+        }  # the current chain's, by poll index
         self._chain_start = 0  # the first poll the current chain fed: it remembers nothing before it
 
     @property
@@ -93,7 +95,10 @@ class FleetReplay:
         if index == self.position or index < 0:
             return None, 0
         # Nothing before the console run that took the poll counts: that run started from nothing too.
-        warm = max(self.recorded.index_from(self.recorded.times[index] - self.warmup_seconds), self.recorded.session_start(index))
+        warm = max(
+            self.recorded.index_from(self.recorded.times[index] - self.warmup_seconds),
+            self.recorded.session_start(index),
+        )
         if self.position < index and self.position + 1 >= warm:
             return self.position, index - self.position
         # A keyframe serves only if its chain reaches back at least as far as a warm-up would: one taken
@@ -155,14 +160,28 @@ class FleetReplay:
                 else:
                     self.view = None  # a new source or window is a new console run: empty watcher, no view
                     interval = poll.interval_seconds
-                watcher = self._watcher = Watcher(RecordedSource(poll.source), poll.window_seconds, interval_seconds=interval)
+                watcher = self._watcher = Watcher(
+                    RecordedSource(poll.source), poll.window_seconds, interval_seconds=interval
+                )
             figures = watcher.replay(poll.results or (), poll.watched_at)
         plan = self.recorded.plan(poll.plan_id)
         expected = plan_now(plan, poll.plan_clock) if plan is not None and poll.plan_clock is not None else None
         self.view = advance(self.view, self.recorded.name, figures, expected, poll.at)
         self.position += 1
-        self.poll = RecordedPoll(poll.id, poll.fleet, poll.at, poll.watched_at, poll.source, poll.window_seconds,
-                                 poll.interval_seconds, poll.source_error, poll.plan_id, None, None, poll.plan_clock)
+        self.poll = RecordedPoll(
+            poll.id,
+            poll.fleet,
+            poll.at,
+            poll.watched_at,
+            poll.source,
+            poll.window_seconds,
+            poll.interval_seconds,
+            poll.source_error,
+            poll.plan_id,
+            None,
+            None,
+            poll.plan_clock,
+        )
 
     def _keep(self) -> None:
         state = self._watcher.memory() if self._watcher is not None else None
@@ -173,4 +192,6 @@ class FleetReplay:
             return
         now = self.recorded.times[self.position]
         times = self.recorded.times
-        self._keyframes = {i: k for i, k in self._keyframes.items() if i < 0 or abs(times[i] - now) <= KEYFRAME_REACH_SECONDS}
+        self._keyframes = {
+            i: k for i, k in self._keyframes.items() if i < 0 or abs(times[i] - now) <= KEYFRAME_REACH_SECONDS
+        }

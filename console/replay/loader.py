@@ -39,7 +39,13 @@ class RecordedFleet:
     """One fleet's recorded polls: an index in time order, read in batches, and its plan versions parsed once."""
 
     def __init__(
-        self, store: Store, name: str, polls: list[tuple[int, float]], first: int, last: int, lock: threading.Lock,
+        self,
+        store: Store,
+        name: str,
+        polls: list[tuple[int, float]],
+        first: int,
+        last: int,
+        lock: threading.Lock,
         session_starts: frozenset[int] = frozenset(),
     ) -> None:
         self.store = store
@@ -156,8 +162,14 @@ class Replay:
             events = _recorder_events(self.store)
             added = 0
             for fleet in self.fleets:
-                indexed = set(fleet.ids[fleet.index_from(fleet.times[-1]) :])  # the last moment's polls, read again by `>=`
-                fresh = [(i, at) for i, at in self.store.poll_times(fleet.name, fleet.times[-1], self.bound) if i not in indexed]
+                indexed = set(
+                    fleet.ids[fleet.index_from(fleet.times[-1]) :]
+                )  # the last moment's polls, read again by `>=`
+                fresh = [
+                    (i, at)
+                    for i, at in self.store.poll_times(fleet.name, fleet.times[-1], self.bound)
+                    if i not in indexed
+                ]
                 if fresh:
                     times = fleet.times + [at for _, at in fresh]
                     fleet.extend(fresh, _session_starts(fleet.name, times, events))
@@ -177,7 +189,9 @@ class Replay:
             self.store.close()
 
 
-def open_replay(path: str | Path, fleets: list[str] | None = None, start: float | None = None, end: float | None = None) -> Replay:
+def open_replay(
+    path: str | Path, fleets: list[str] | None = None, start: float | None = None, end: float | None = None
+) -> Replay:
     """Open `path` read-only and index the polls of `fleets` (every fleet in the file when None) in [start, end].
 
     Raises UserError (one line) for a missing or foreign file, a fleet the file does not hold,
@@ -198,7 +212,9 @@ def open_replay(path: str | Path, fleets: list[str] | None = None, start: float 
 def _index(store: Store, shown: str, names: list[str] | None, start: float | None, end: float | None) -> Replay:
     recorded = [info for info in store.fleets() if info.polls]
     if not recorded:
-        raise UserError(f"{shown}: no polls recorded yet; expected a history written by `capcon watch` or `capcon record`")
+        raise UserError(
+            f"{shown}: no polls recorded yet; expected a history written by `capcon watch` or `capcon record`"
+        )
     known = [info.name for info in recorded]
     chosen = list(dict.fromkeys(names)) if names else known
     for name in chosen:
@@ -219,11 +235,15 @@ def _index(store: Store, shown: str, names: list[str] | None, start: float | Non
         fleets.append(fleet)
     if not fleets:
         spans = "; ".join(f"{i.name} {shown_time(i.first_at)} to {shown_time(i.last_at)}" for i in recorded)
-        raise UserError(f"{shown}: no polls between {_bound(start, 'the start')} and {_bound(end, 'the end')}; recorded: {spans}")
+        raise UserError(
+            f"{shown}: no polls between {_bound(start, 'the start')} and {_bound(end, 'the end')}; recorded: {spans}"
+        )
     return Replay(shown, store, fleets, min(f.start for f in fleets), max(f.end for f in fleets), lock, end)
 
 
-def recorded_fleets(store: Store, names: list[str], start: float | None = None, end: float | None = None) -> list[RecordedFleet]:
+def recorded_fleets(
+    store: Store, names: list[str], start: float | None = None, end: float | None = None
+) -> list[RecordedFleet]:
     """The fleets among `names` with polls in [start, end], indexed with their runs, on a store opened elsewhere."""
     lock = threading.Lock()
     events = _recorder_events(store)
@@ -231,7 +251,9 @@ def recorded_fleets(store: Store, names: list[str], start: float | None = None, 
     return [f for f in fleets if f.first <= f.last]
 
 
-def _recorded(store: Store, name: str, start: float | None, end: float | None, lock: threading.Lock, events: list[Event]) -> RecordedFleet:
+def _recorded(
+    store: Store, name: str, start: float | None, end: float | None, lock: threading.Lock, events: list[Event]
+) -> RecordedFleet:
     polls = store.poll_times(name)
     times = [at for _, at in polls]
     first = bisect_left(times, start) if start is not None else 0
@@ -256,7 +278,10 @@ def _stopped(fleet: str, last_poll: float, events: list[Event]) -> bool:
     if not starts:
         return any(e.kind == RECORDING_STOPPED and e.at >= last_poll for e in events)
     latest = starts[-1]
-    return any(e.kind == RECORDING_STOPPED and e.at >= max(latest.at, last_poll) and _writer(e) == _writer(latest) for e in events)
+    return any(
+        e.kind == RECORDING_STOPPED and e.at >= max(latest.at, last_poll) and _writer(e) == _writer(latest)
+        for e in events
+    )
 
 
 def _names(event: Event, fleet: str) -> bool:

@@ -28,7 +28,7 @@ def format_float(value: float) -> str:
     text = repr(value)
     dot = text.find(".")
     if value > 0 and dot > 6:
-        mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1:]}".rstrip("0.")
+        mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1 :]}".rstrip("0.")
         return f"{mantissa}e+0{dot - 1}"
     return text
 

@@ -22,7 +22,7 @@ DEFAULT_SLOW_FACTOR = 3.0
 
 GARBAGE_PAGE = (
     "<html><body><h1>502 Bad Gateway</h1></body></html>\n"
-    "vllm:num_requests_running{engine=\"0\" 12 oops\n"
+    'vllm:num_requests_running{engine="0" 12 oops\n'
     "\x00\x01 this is not a metrics page\n"
 )
 
@@ -31,4 +31,3 @@ def check_kind(kind: str) -> str:
     if kind not in FAULT_KINDS:
         raise ValueError(f"unknown fault {kind!r}: expected one of {', '.join(FAULT_KINDS)}")
     return kind
-

@@ -57,12 +57,23 @@ class SimFleet:
         kv_dtype = "fp8" if plan.model.kv_precision == "fp8" else "auto"
         answers = LengthSampler(plan.workloads[0].tokens, self.shape.max_model_len)
         self.replicas = [
-            ReplicaServer(self.shape, index=i, port=(base_port + i) if base_port else 0, seed=seed * 1000 + i,
-                          answer_sampler=answers, kv_dtype=kv_dtype)
+            ReplicaServer(
+                self.shape,
+                index=i,
+                port=(base_port + i) if base_port else 0,
+                seed=seed * 1000 + i,
+                answer_sampler=answers,
+                kv_dtype=kv_dtype,
+            )
             for i in range(replicas)
         ]
-        self._generator_args = dict(time_scale=speed, rps_scale=rps_scale, burstiness=burstiness,
-                                    start_week_seconds=start_week_seconds, seed=seed)
+        self._generator_args = dict(
+            time_scale=speed,
+            rps_scale=rps_scale,
+            burstiness=burstiness,
+            start_week_seconds=start_week_seconds,
+            seed=seed,
+        )
         self.traffic: TrafficGenerator | None = None
         self._traffic_task: asyncio.Task | None = None
         self._session = None

@@ -17,12 +17,74 @@ from console.sim.engine import Engine, EngineObserver, SimRequest
 from console.sim.exposition import Counter, Gauge, Histogram, Registry
 from console.sim.shape import ReplicaShape
 
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
-                2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
-               1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
-LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
-                   60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+ITL_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+LATENCY_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
 ITERATION_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 PARAMS_N_BUCKETS = (1, 2, 5, 10, 20)
 PREEMPTION_BUCKETS = (1, 2, 3, 4, 5, 10, 20)
@@ -112,20 +174,39 @@ class VllmMetrics(EngineObserver):
         def histogram(name, text, buckets):
             return registry.register(Histogram(name, text, names, buckets)).child(t, **labels)
 
-        python = registry.register(Gauge("python_info", "Python platform information",
-                                         ("implementation", "major", "minor", "patchlevel", "version")))
+        python = registry.register(
+            Gauge(
+                "python_info",
+                "Python platform information",
+                ("implementation", "major", "minor", "patchlevel", "version"),
+            )
+        )
         major, minor, patch = platform.python_version_tuple()
-        python.child(implementation=platform.python_implementation(), major=major, minor=minor,
-                     patchlevel=patch, version=platform.python_version()).set(1)
-        start = registry.register(Gauge("process_start_time_seconds",
-                                        "Start time of the process since unix epoch in seconds."))
+        python.child(
+            implementation=platform.python_implementation(),
+            major=major,
+            minor=minor,
+            patchlevel=patch,
+            version=platform.python_version(),
+        ).set(1)
+        start = registry.register(
+            Gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.")
+        )
         start.child().set(created)
 
         mfu = "(for Model Flops Utilization calculations)."
-        counter("vllm:estimated_flops_per_gpu", f"Estimated number of floating point operations per GPU {mfu}").child(t, **labels)
-        counter("vllm:estimated_read_bytes_per_gpu", f"Estimated number of bytes read from memory per GPU {mfu}").child(t, **labels)
-        counter("vllm:estimated_write_bytes_per_gpu", f"Estimated number of bytes written to memory per GPU {mfu}").child(t, **labels)
-        self.running = gauge("vllm:num_requests_running", "Number of requests in model execution batches.").child(**labels)
+        counter("vllm:estimated_flops_per_gpu", f"Estimated number of floating point operations per GPU {mfu}").child(
+            t, **labels
+        )
+        counter("vllm:estimated_read_bytes_per_gpu", f"Estimated number of bytes read from memory per GPU {mfu}").child(
+            t, **labels
+        )
+        counter(
+            "vllm:estimated_write_bytes_per_gpu", f"Estimated number of bytes written to memory per GPU {mfu}"
+        ).child(t, **labels)
+        self.running = gauge("vllm:num_requests_running", "Number of requests in model execution batches.").child(
+            **labels
+        )
         self.waiting = gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.").child(**labels)
         by_reason = gauge(
             "vllm:num_requests_waiting_by_reason",
@@ -147,23 +228,31 @@ class VllmMetrics(EngineObserver):
         sleep.child(sleep_state="discard_all", **labels)
         self.kv_usage = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.").child(**labels)
         self.prefix_queries = counter(
-            "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.").child(t, **labels)
+            "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."
+        ).child(t, **labels)
         self.prefix_hits = counter(
-            "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.").child(t, **labels)
-        external = "External prefix cache {} from KV connector cross-instance cache sharing, in terms of number of {} tokens."
+            "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens."
+        ).child(t, **labels)
+        external = (
+            "External prefix cache {} from KV connector cross-instance cache sharing, in terms of number of {} tokens."
+        )
         counter("vllm:external_prefix_cache_queries", external.format("queries", "queried")).child(t, **labels)
         counter("vllm:external_prefix_cache_hits", external.format("hits", "cached")).child(t, **labels)
-        counter("vllm:mm_cache_queries", "Multi-modal cache queries, in terms of number of queried items.").child(t, **labels)
+        counter("vllm:mm_cache_queries", "Multi-modal cache queries, in terms of number of queried items.").child(
+            t, **labels
+        )
         counter("vllm:mm_cache_hits", "Multi-modal cache hits, in terms of number of cached items.").child(t, **labels)
-        self.preemptions = counter(
-            "vllm:num_preemptions", "Cumulative number of preemption from the engine.").child(t, **labels)
+        self.preemptions = counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.").child(
+            t, **labels
+        )
         self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.").child(t, **labels)
         by_source = counter("vllm:prompt_tokens_by_source", "Number of prompt tokens by source.", ("source",))
         self.prompt_computed = by_source.child(t, source="local_compute", **labels)
         self.prompt_cache_hit = by_source.child(t, source="local_cache_hit", **labels)
         by_source.child(t, source="external_kv_transfer", **labels)
         self.prompt_cached = counter(
-            "vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).").child(t, **labels)
+            "vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external)."
+        ).child(t, **labels)
         cached_by_source = counter(
             "vllm:prompt_tokens_cached_by_source",
             "Prefix-cache hit tokens by the cache tier that supplied them: device (local HBM), host (offloaded to "
@@ -173,62 +262,92 @@ class VllmMetrics(EngineObserver):
         )
         for source in ("device", "host", "p2p", "disk", "external_unspecified"):
             cached_by_source.child(t, source=source, **labels)
-        self.generation_tokens = counter(
-            "vllm:generation_tokens", "Number of generation tokens processed.").child(t, **labels)
+        self.generation_tokens = counter("vllm:generation_tokens", "Number of generation tokens processed.").child(
+            t, **labels
+        )
         success = counter("vllm:request_success", "Count of successfully processed requests.", ("finished_reason",))
         self.success = {reason: success.child(t, finished_reason=reason, **labels) for reason in FINISHED_REASONS}
-        rejections = registry.register(Counter(
-            "vllm:admission_rejections", "Number of admission attempts rejected by a queue limit, by reason.",
-            ("model_name", "reason")))
+        rejections = registry.register(
+            Counter(
+                "vllm:admission_rejections",
+                "Number of admission attempts rejected by a queue limit, by reason.",
+                ("model_name", "reason"),
+            )
+        )
         self.rejections = {
             reason: rejections.child(t, model_name=model_name, reason=reason)
             for reason in ("max_num_queued_reqs", "max_num_queued_tokens")
         }
         sizes = build_1_2_5_buckets(max_model_len)
         self.request_prompt_tokens = histogram(
-            "vllm:request_prompt_tokens", "Number of prefill tokens processed.", sizes)
+            "vllm:request_prompt_tokens", "Number of prefill tokens processed.", sizes
+        )
         self.request_generation_tokens = histogram(
-            "vllm:request_generation_tokens", "Number of generation tokens processed.", sizes)
+            "vllm:request_generation_tokens", "Number of generation tokens processed.", sizes
+        )
         self.iteration_tokens = histogram(
-            "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", ITERATION_TOKEN_BUCKETS)
+            "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", ITERATION_TOKEN_BUCKETS
+        )
         self.max_generation_tokens = histogram(
             "vllm:request_max_num_generation_tokens",
-            "Histogram of maximum number of requested generation tokens.", sizes)
+            "Histogram of maximum number of requested generation tokens.",
+            sizes,
+        )
         self.params_n = histogram("vllm:request_params_n", "Histogram of the n request parameter.", PARAMS_N_BUCKETS)
         self.params_max_tokens = histogram(
-            "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", sizes)
+            "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", sizes
+        )
         self.ttft = histogram(
-            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS)
+            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS
+        )
         self.itl = histogram(
-            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS)
+            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS
+        )
         self.tpot = histogram(
             "vllm:request_time_per_output_token_seconds",
-            "Histogram of time_per_output_token_seconds per request.", ITL_BUCKETS)
+            "Histogram of time_per_output_token_seconds per request.",
+            ITL_BUCKETS,
+        )
         self.e2e = histogram(
-            "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", LATENCY_BUCKETS)
+            "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", LATENCY_BUCKETS
+        )
         self.queue = histogram(
-            "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", LATENCY_BUCKETS)
+            "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", LATENCY_BUCKETS
+        )
         self.inference = histogram(
-            "vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
-            LATENCY_BUCKETS)
+            "vllm:request_inference_time_seconds",
+            "Histogram of time spent in RUNNING phase for request.",
+            LATENCY_BUCKETS,
+        )
         self.prefill = histogram(
-            "vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
-            LATENCY_BUCKETS)
+            "vllm:request_prefill_time_seconds",
+            "Histogram of time spent in PREFILL phase for request.",
+            LATENCY_BUCKETS,
+        )
         self.decode = histogram(
-            "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", LATENCY_BUCKETS)
+            "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", LATENCY_BUCKETS
+        )
         self.num_preemptions = histogram(
-            "vllm:request_num_preemptions", "Histogram of the number of times a request was preempted.",
-            PREEMPTION_BUCKETS)
+            "vllm:request_num_preemptions",
+            "Histogram of the number of times a request was preempted.",
+            PREEMPTION_BUCKETS,
+        )
         self.prefill_kv_computed = histogram(
             "vllm:request_prefill_kv_computed_tokens",
-            "Histogram of new KV tokens computed during prefill (excluding cached tokens).", sizes)
+            "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+            sizes,
+        )
         # An Info stand-in: every CacheConfig field as a label, plus engine (no model_name).
         config = {**cache_config_labels(shape, max_model_len, kv_dtype), "engine": engine_index}
         info = registry.register(Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", config))
         info.child(**config).set(1)
-        self.http_requests = registry.register(Counter(
-            "http_requests", "Total number of requests by method, status and handler.",
-            ("handler", "method", "status")))
+        self.http_requests = registry.register(
+            Counter(
+                "http_requests",
+                "Total number of requests by method, status and handler.",
+                ("handler", "method", "status"),
+            )
+        )
 
     # ---- engine hooks ----------------------------------------------------------------------
 

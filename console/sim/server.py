@@ -33,8 +33,25 @@ from console.sim.traffic import LengthSampler, Target
 
 HOST = "127.0.0.1"
 CHAT_TOKENS_PER_MESSAGE = 4
-WORDS = (" the", " plan", " holds", " at", " peak", " with", " one", " replica", " spare", " and",
-         " cache", " to", " fit", " every", " request", " on", " time")
+WORDS = (
+    " the",
+    " plan",
+    " holds",
+    " at",
+    " peak",
+    " with",
+    " one",
+    " replica",
+    " spare",
+    " and",
+    " cache",
+    " to",
+    " fit",
+    " every",
+    " request",
+    " on",
+    " time",
+)
 HANG_LIMIT_SECONDS = 3600.0
 # Without streaming clients, the pump need not wake at every step: a tick this long is enough
 # for /metrics and keeps the demo's CPU low.
@@ -242,8 +259,7 @@ class ReplicaServer(Target):
 
     def _submit(self, prompt: int, answer: int, max_tokens: int, kind: str, waiter: asyncio.Event | None) -> SimRequest:
         self._ids += 1
-        request = SimRequest(f"{self.index}-{self._ids}", prompt, answer, max_tokens, self.now(), kind=kind,
-                             tag=waiter)
+        request = SimRequest(f"{self.index}-{self._ids}", prompt, answer, max_tokens, self.now(), kind=kind, tag=waiter)
         self.engine.submit(request)
         self._wake.set()
         return request
@@ -342,15 +358,38 @@ class ReplicaServer(Target):
         reason = request.finished_reason
         created = int(time.time())
         if chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text, "tool_calls": []},
-                      "logprobs": None, "finish_reason": reason, "stop_reason": None}
-            body = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": created,
-                    "model": self.model_name, "choices": [choice], "usage": self._usage(request)}
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "tool_calls": []},
+                "logprobs": None,
+                "finish_reason": reason,
+                "stop_reason": None,
+            }
+            body = {
+                "id": f"chatcmpl-{uuid.uuid4().hex}",
+                "object": "chat.completion",
+                "created": created,
+                "model": self.model_name,
+                "choices": [choice],
+                "usage": self._usage(request),
+            }
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason, "stop_reason": None,
-                      "prompt_logprobs": None}
-            body = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": created,
-                    "model": self.model_name, "choices": [choice], "usage": self._usage(request)}
+            choice = {
+                "index": 0,
+                "text": text,
+                "logprobs": None,
+                "finish_reason": reason,
+                "stop_reason": None,
+                "prompt_logprobs": None,
+            }
+            body = {
+                "id": f"cmpl-{uuid.uuid4().hex}",
+                "object": "text_completion",
+                "created": created,
+                "model": self.model_name,
+                "choices": [choice],
+                "usage": self._usage(request),
+            }
         self._count(handler, "POST", 200)
         return web.json_response(body)
 
@@ -370,8 +409,13 @@ class ReplicaServer(Target):
 
         def choice(text: str, reason: str | None) -> dict:
             if chat:
-                return {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": reason,
-                        "stop_reason": None}
+                return {
+                    "index": 0,
+                    "delta": {"content": text},
+                    "logprobs": None,
+                    "finish_reason": reason,
+                    "stop_reason": None,
+                }
             return {"index": 0, "text": text, "logprobs": None, "finish_reason": reason, "stop_reason": None}
 
         self.streams += 1
@@ -385,8 +429,9 @@ class ReplicaServer(Target):
 
     async def _send_stream(self, request, waiter, chat, usage_wanted, emit, choice, response) -> None:
         if chat:
-            await emit([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                         "finish_reason": None}])
+            await emit(
+                [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]
+            )
         sent = 0
         while True:
             await waiter.wait()
@@ -406,13 +451,31 @@ class ReplicaServer(Target):
 
     async def _models(self, http: web.Request) -> web.Response:
         self._count("/v1/models", "GET", 200)
-        card = {"id": self.model_name, "object": "model", "created": int(self.started_at), "owned_by": "vllm",
-                "root": self.model_name, "parent": None, "max_model_len": self.engine.max_model_len,
-                "permission": [{"id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission",
-                                "created": int(self.started_at), "allow_create_engine": False,
-                                "allow_sampling": True, "allow_logprobs": True, "allow_search_indices": False,
-                                "allow_view": True, "allow_fine_tuning": False, "organization": "*",
-                                "group": None, "is_blocking": False}]}
+        card = {
+            "id": self.model_name,
+            "object": "model",
+            "created": int(self.started_at),
+            "owned_by": "vllm",
+            "root": self.model_name,
+            "parent": None,
+            "max_model_len": self.engine.max_model_len,
+            "permission": [
+                {
+                    "id": f"modelperm-{uuid.uuid4().hex}",
+                    "object": "model_permission",
+                    "created": int(self.started_at),
+                    "allow_create_engine": False,
+                    "allow_sampling": True,
+                    "allow_logprobs": True,
+                    "allow_search_indices": False,
+                    "allow_view": True,
+                    "allow_fine_tuning": False,
+                    "organization": "*",
+                    "group": None,
+                    "is_blocking": False,
+                }
+            ],
+        }
         return web.json_response({"object": "list", "data": [card]})
 
     async def _health(self, http: web.Request) -> web.Response:

@@ -112,7 +112,12 @@ class PrometheusSource:
         self.timeout = timeout
         self.max_answer_bytes = int(max_answer_bytes)
         self.queries = promql.refresh_queries(promql.selector_matchers(selector), self.window_seconds)
-        self._headers = {"Accept": "application/json", "Accept-Encoding": "gzip", "User-Agent": "capcon", **dict(headers or {})}
+        self._headers = {
+            "Accept": "application/json",
+            "Accept-Encoding": "gzip",
+            "User-Agent": "capcon",
+            **dict(headers or {}),
+        }
         self._secrets = tuple(url_secrets(base)) + tuple(
             value.split(" ", 1)[-1] for key, value in self._headers.items() if key.lower() == "authorization"
         )
@@ -172,7 +177,10 @@ class PrometheusSource:
         if self._client is not None:
             client = self._client
             params = {"time": f"{now:.3f}"}
-            calls = {p: asyncio.to_thread(client.custom_query, q, params=params, timeout=self.timeout) for p, q in self.queries.items()}
+            calls = {
+                p: asyncio.to_thread(client.custom_query, q, params=params, timeout=self.timeout)
+                for p, q in self.queries.items()
+            }
         else:
             http = self._session()
             budget = _Budget(self.max_answer_bytes)
@@ -196,7 +204,10 @@ class PrometheusSource:
             # Proxies from HTTP(S)_PROXY / NO_PROXY and SSL_CERT_FILE are honoured; no retries:
             # a refresh that fails is reported now and tried again at the next one.
             self._http = httpx.AsyncClient(
-                headers=self._headers, auth=self._auth, verify=self._verify, timeout=httpx.Timeout(self.timeout),
+                headers=self._headers,
+                auth=self._auth,
+                verify=self._verify,
+                timeout=httpx.Timeout(self.timeout),
                 follow_redirects=False,
             )
             self._http_loop = loop
@@ -298,14 +309,18 @@ def _result(purpose: str, body: bytes) -> list:
         raise AnswerError(f"answer to the {purpose} query is not a Prometheus answer (not a JSON object)")
     status = payload.get("status")
     if status == "error":
-        raise _Refused(f"query refused: {str(payload.get('error') or payload.get('errorType') or 'no reason given')[:300]}")
+        raise _Refused(
+            f"query refused: {str(payload.get('error') or payload.get('errorType') or 'no reason given')[:300]}"
+        )
     if status != "success":
         raise AnswerError(f"answer to the {purpose} query is not a Prometheus answer (status {_brief(status)})")
     data = payload.get("data")
     if not isinstance(data, dict):
         raise AnswerError(f"answer to the {purpose} query is not a Prometheus answer (data is {_kind(data)})")
     if data.get("resultType") != "vector":
-        raise AnswerError(f"answer to the {purpose} query is not an instant vector (resultType {_brief(data.get('resultType'))})")
+        raise AnswerError(
+            f"answer to the {purpose} query is not an instant vector (resultType {_brief(data.get('resultType'))})"
+        )
     return data.get("result")
 
 
@@ -398,8 +413,13 @@ def _rows(purpose: str, result: object) -> list[Row]:
             if not isinstance(value, str):
                 raise AnswerError(f"{where}.metric label {_brief(name)} is {_kind(value)}, not a string")
         pair = item.get("value")
-        if not isinstance(pair, list) or len(pair) != 2 or isinstance(pair[0], bool) or not isinstance(pair[0], (int, float)):
-            raise AnswerError(f"{where}.value is not a [time, \"number\"] pair")
+        if (
+            not isinstance(pair, list)
+            or len(pair) != 2
+            or isinstance(pair[0], bool)
+            or not isinstance(pair[0], (int, float))
+        ):
+            raise AnswerError(f'{where}.value is not a [time, "number"] pair')
         rows.append((labels, _number(pair[1], f"{where}.value[1]")))
     return rows
 
@@ -448,7 +468,9 @@ def figures_from_answers(answers: Mapping[str, list], window_seconds: float, now
     rates = _by_figure(checked.get("rates", []))
     gauges = _by_figure(checked.get("gauges", []))
     quantiles = _by_figure(checked.get("quantiles", []))
-    fleet_quantiles = {figure: rows[0][1] for figure, rows in _by_figure(checked.get("fleet_quantiles", [])).items() if rows}
+    fleet_quantiles = {
+        figure: rows[0][1] for figure, rows in _by_figure(checked.get("fleet_quantiles", [])).items() if rows
+    }
 
     up_by_instance = _per_instance(up.get("up", []))
     scraped_at = _per_instance(up.get("scraped_at", []))
@@ -470,11 +492,15 @@ def figures_from_answers(answers: Mapping[str, list], window_seconds: float, now
     for instance in sorted(up_by_instance):
         at = scraped_at.get(instance)
         age = max(now - at, 0.0) if at is not None else None
-        state, error = _state(up_by_instance[instance], age, window_seconds, (rate_by.get("resets", {}).get(instance) or 0) > 0)
+        state, error = _state(
+            up_by_instance[instance], age, window_seconds, (rate_by.get("resets", {}).get(instance) or 0) > 0
+        )
         values: dict[str, Any] = {name: rate_by.get(canonical, {}).get(instance) for name, canonical in RATE_FIGURES}
         values.update({name: quantile_by.get(name, {}).get(instance) for name, _c, _q in QUANTILE_FIGURES})
         for name, canonical in promql.MEAN_FIGURES:
-            values[name] = _ratio(rate_by.get(canonical + "_sum", {}).get(instance), rate_by.get(canonical + "_count", {}).get(instance))
+            values[name] = _ratio(
+                rate_by.get(canonical + "_sum", {}).get(instance), rate_by.get(canonical + "_count", {}).get(instance)
+            )
         kv = kv_by.get(instance, {})
         configs = list(engine_configs.get(instance, {}).values())
         shown = redact(instance)  # a label, but shown and recorded as a replica's name and URL
@@ -491,12 +517,17 @@ def figures_from_answers(answers: Mapping[str, list], window_seconds: float, now
                 kv_usage_by_engine=kv,
                 kv_capacity_tokens=kv_capacity_tokens(configs),
                 kv_capacity_tokens_by_engine=kv_capacity_tokens_by_engine(configs),
-                prefix_hit_share=_ratio(rate_by.get("prefix_cache_hits", {}).get(instance), rate_by.get("prefix_cache_queries", {}).get(instance)),
+                prefix_hit_share=_ratio(
+                    rate_by.get("prefix_cache_hits", {}).get(instance),
+                    rate_by.get("prefix_cache_queries", {}).get(instance),
+                ),
                 data_age_seconds=age,
                 **values,
             )
         )
-    return FleetFigures(window_seconds, SOURCE, tuple(replicas), _fleet(replicas, rate_by, by_reason, fleet_quantiles), now)
+    return FleetFigures(
+        window_seconds, SOURCE, tuple(replicas), _fleet(replicas, rate_by, by_reason, fleet_quantiles), now
+    )
 
 
 def _state(up: float | None, age: float | None, window_seconds: float, reset: bool) -> tuple[ReplicaState, str]:
@@ -533,12 +564,16 @@ def _fleet(
             reasons[reason] = reasons.get(reason, 0.0) + value
     reasons = {reason: value for reason, value in reasons.items() if math.isfinite(value)}
     for name, canonical in promql.MEAN_FIGURES:
-        values[name] = _ratio(_sum(rate_by.get(canonical + "_sum", {}).values()), _sum(rate_by.get(canonical + "_count", {}).values()))
+        values[name] = _ratio(
+            _sum(rate_by.get(canonical + "_sum", {}).values()), _sum(rate_by.get(canonical + "_count", {}).values())
+        )
     values.update({name: fleet_quantiles.get(name) for name, _c, _q in QUANTILE_FIGURES})
     hits = _sum(rate_by.get("prefix_cache_hits", {}).values())
     queries = _sum(rate_by.get("prefix_cache_queries", {}).values())
     answering = len(current)
-    notes = [f"{len(replicas) - answering} of {len(replicas)} replicas not answering"] if answering < len(replicas) else []
+    notes = (
+        [f"{len(replicas) - answering} of {len(replicas)} replicas not answering"] if answering < len(replicas) else []
+    )
     state = ReplicaState.UP if answering else (ReplicaState.DOWN if replicas else ReplicaState.UNKNOWN)
     if not replicas:
         notes.append("no targets match the selector in Prometheus")

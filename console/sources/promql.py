@@ -128,7 +128,10 @@ def up_query(matchers: str) -> str:
 def rates_query(matchers: str, window: str) -> str:
     """Per-instance rates of every counter (engines summed), by finished reason, and the
     rates of the request-size histograms' _sum and _count (for mean sizes)."""
-    parts = [tagged(f"sum by (instance) ({rate_of(names, matchers, window)})", canonical) for canonical, names in COUNTERS.items()]
+    parts = [
+        tagged(f"sum by (instance) ({rate_of(names, matchers, window)})", canonical)
+        for canonical, names in COUNTERS.items()
+    ]
     parts.append(
         tagged(
             f"sum by (instance, finished_reason) ({rate_of(COUNTERS['requests'], matchers, window)})",

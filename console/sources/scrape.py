@@ -129,7 +129,9 @@ def _env_proxy(url: httpx.URL) -> httpx.Proxy | None:
     try:
         proxy = httpx.Proxy(chosen)
     except (httpx.InvalidURL, ValueError) as error:
-        raise _BadURL(redact(f"the proxy named by the environment is not a usable URL: {error}", url_secrets(chosen))) from None
+        raise _BadURL(
+            redact(f"the proxy named by the environment is not a usable URL: {error}", url_secrets(chosen))
+        ) from None
     if proxy.url.scheme not in ("http", "https"):  # (the URL itself may hold a password: not shown)
         raise _BadURL(f"the environment names a {proxy.url.scheme}:// proxy; only http(s) proxies are supported")
     return proxy
@@ -285,7 +287,10 @@ class ScrapeSource:
         cut = self._cut_at_a_line_end(route, sample)
         if cut:
             return failed(cut)
-        warnings = [f"{sample.duplicates} duplicate series ignored" if sample.duplicates else "", doubt_note(sample.doubtful)]
+        warnings = [
+            f"{sample.duplicates} duplicate series ignored" if sample.duplicates else "",
+            doubt_note(sample.doubtful),
+        ]
         return TargetResult(target.name, target.url, ReplicaState.UP, sample, "; ".join(w for w in warnings if w), now)
 
     def _cut_at_a_line_end(self, route, sample) -> str:

@@ -197,7 +197,9 @@ class Store:
     # --- opening -------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | Path, read_only: bool = False, create: bool = True, check_seconds: float | None = CHECK_SECONDS) -> Store:
+    def open(
+        cls, path: str | Path, read_only: bool = False, create: bool = True, check_seconds: float | None = CHECK_SECONDS
+    ) -> Store:
         """Open (and for a writer, create or migrate) the history at `path`; HistoryError says what is wrong.
 
         A writer first checks the file for damage (DamagedHistory: never written to) for at most
@@ -207,7 +209,9 @@ class Store:
         target = Path(path)
         if read_only or not create:
             if not target.exists():
-                raise HistoryError(f"{shown}: no such history file; expected a file written by `capcon watch` or `capcon record`")
+                raise HistoryError(
+                    f"{shown}: no such history file; expected a file written by `capcon watch` or `capcon record`"
+                )
         elif not target.parent.exists():
             try:
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -225,9 +229,13 @@ class Store:
             found = version(connection)
             if read_only:
                 if found == 0:
-                    raise SchemaError("not a capcon history (no history tables); expected a file written by `capcon watch` or `capcon record`")
+                    raise SchemaError(
+                        "not a capcon history (no history tables); expected a file written by `capcon watch` or `capcon record`"
+                    )
                 if found > SCHEMA_VERSION:
-                    raise SchemaError(f"written by a newer capcon (history schema {found}); expected at most {SCHEMA_VERSION}")
+                    raise SchemaError(
+                        f"written by a newer capcon (history schema {found}); expected at most {SCHEMA_VERSION}"
+                    )
                 if found < OLDEST_READABLE:
                     raise SchemaError(
                         f"history schema {found} is older than this capcon's ({SCHEMA_VERSION}); "
@@ -297,8 +305,18 @@ class Store:
             cursor = self.connection.execute(
                 "INSERT INTO polls (fleet_id, at, watched_at, plan_id, source, window_seconds, interval_seconds, source_error, figures, plan_clock)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (fleet_id, at, watched_at, plan_id, text(record.source), window,
-                 interval, _text(record.source_error) or None, figures, finite(record.plan_clock)),
+                (
+                    fleet_id,
+                    at,
+                    watched_at,
+                    plan_id,
+                    text(record.source),
+                    window,
+                    interval,
+                    _text(record.source_error) or None,
+                    figures,
+                    finite(record.plan_clock),
+                ),
             )
             poll_id = cursor.lastrowid
             if record.results:
@@ -317,12 +335,21 @@ class Store:
         flag = change.flag
         since = finite(flag.since)
         return (
-            at, text(change.change), text(flag.id), text(flag.kind), text(flag.subject), text(flag.severity),
+            at,
+            text(change.change),
+            text(flag.id),
+            text(flag.kind),
+            text(flag.subject),
+            text(flag.severity),
             since if isinstance(since, (int, float)) else at,  # a flag's start is known: at the latest, now
-            _text(flag.why), _text(flag.todo), _json(change.figures.to_json()) if change.figures else None,
+            _text(flag.why),
+            _text(flag.todo),
+            _json(change.figures.to_json()) if change.figures else None,
         )
 
-    def write_event(self, at: float, kind: str, fleet: str | None = None, subject: str | None = None, detail: dict | None = None) -> None:
+    def write_event(
+        self, at: float, kind: str, fleet: str | None = None, subject: str | None = None, detail: dict | None = None
+    ) -> None:
         """An event beside the polls: recording started or stopped, a policy switched (the overflow console), ..."""
         at = _time(at, "event time")
         with self._transaction():
@@ -339,7 +366,15 @@ class Store:
 
     def _forget_ids(self) -> None:
         # Ids cached inside a rolled-back transaction no longer exist in the file.
-        for cache in (self._fleets, self._replicas, self._layouts, self._bounds, self._plans, self._shapes, self._shape_rows):
+        for cache in (
+            self._fleets,
+            self._replicas,
+            self._layouts,
+            self._bounds,
+            self._plans,
+            self._shapes,
+            self._shape_rows,
+        ):
             cache.clear()
 
     def _fleet_id(self, name: str, at: float) -> int:
@@ -348,7 +383,11 @@ class Store:
         if found is None:
             row = self.connection.execute("SELECT id FROM fleets WHERE name = ?", (name,)).fetchone()
             if row is None:
-                row = (self.connection.execute("INSERT INTO fleets (name, created_at) VALUES (?, ?)", (name, at)).lastrowid,)
+                row = (
+                    self.connection.execute(
+                        "INSERT INTO fleets (name, created_at) VALUES (?, ?)", (name, at)
+                    ).lastrowid,
+                )
             found = self._fleets[name] = row[0]
         return found
 
@@ -357,9 +396,16 @@ class Store:
         key = (fleet_id, url)
         found = self._replicas.get(key)
         if found is None:
-            row = self.connection.execute("SELECT id, name FROM replicas WHERE fleet_id = ? AND url = ?", (fleet_id, url)).fetchone()
+            row = self.connection.execute(
+                "SELECT id, name FROM replicas WHERE fleet_id = ? AND url = ?", (fleet_id, url)
+            ).fetchone()
             if row is None:
-                row = (self.connection.execute("INSERT INTO replicas (fleet_id, name, url) VALUES (?, ?, ?)", (fleet_id, name, url)).lastrowid, name)
+                row = (
+                    self.connection.execute(
+                        "INSERT INTO replicas (fleet_id, name, url) VALUES (?, ?, ?)", (fleet_id, name, url)
+                    ).lastrowid,
+                    name,
+                )
             elif row[1] != name:
                 self.connection.execute("UPDATE replicas SET name = ? WHERE id = ?", (name, row[0]))
             found = self._replicas[key] = row[0]
@@ -384,10 +430,18 @@ class Store:
         if found is None:
             row = self.connection.execute("SELECT id FROM plans WHERE hash = ?", (digest,)).fetchone()
             if row is None:
-                row = (self.connection.execute(
-                    "INSERT INTO plans (hash, name, path, text, first_seen) VALUES (?, ?, ?, ?, ?)",
-                    (digest, text(plan.name), _text(str(plan.source_path)) if plan.source_path else None, source, at),
-                ).lastrowid,)
+                row = (
+                    self.connection.execute(
+                        "INSERT INTO plans (hash, name, path, text, first_seen) VALUES (?, ?, ?, ?, ?)",
+                        (
+                            digest,
+                            text(plan.name),
+                            _text(str(plan.source_path)) if plan.source_path else None,
+                            source,
+                            at,
+                        ),
+                    ).lastrowid,
+                )
             found = self._plans[digest] = row[0]
         return found
 
@@ -416,8 +470,12 @@ class Store:
         key = (models, engines, tuple(sorted(series.items())))
         found = self._shapes.get(key)
         if found is None:
-            shape = json.dumps(json_out.stored({"models": list(models), "engines": list(engines), "series": dict(series)}),
-                               separators=(",", ":"), sort_keys=True, allow_nan=False)
+            shape = json.dumps(
+                json_out.stored({"models": list(models), "engines": list(engines), "series": dict(series)}),
+                separators=(",", ":"),
+                sort_keys=True,
+                allow_nan=False,
+            )
             row = self.connection.execute("SELECT id FROM page_shapes WHERE shape = ?", (shape,)).fetchone()
             if row is None:
                 row = (self.connection.execute("INSERT INTO page_shapes (shape) VALUES (?)", (shape,)).lastrowid,)
@@ -507,17 +565,24 @@ class Store:
         return found
 
     def plan_version(self, plan_id: int) -> PlanVersion | None:
-        row = self.connection.execute("SELECT id, hash, name, path, text, first_seen FROM plans WHERE id = ?", (plan_id,)).fetchone()
+        row = self.connection.execute(
+            "SELECT id, hash, name, path, text, first_seen FROM plans WHERE id = ?", (plan_id,)
+        ).fetchone()
         return PlanVersion(*row) if row else None
 
-    def flag_events(self, fleet: str | None = None, start: float | None = None, end: float | None = None) -> list[FlagEvent]:
+    def flag_events(
+        self, fleet: str | None = None, start: float | None = None, end: float | None = None
+    ) -> list[FlagEvent]:
         rows = self.connection.execute(
             "SELECT f.name, e.at, e.change, e.flag_id, e.kind, e.subject, e.severity, e.since, e.why, e.todo, e.figures"
             " FROM flag_events e JOIN fleets f ON f.id = e.fleet_id"
             " WHERE (? IS NULL OR f.name = ?) AND e.at >= ? AND e.at <= ? ORDER BY e.at, e.id",
             (fleet, fleet, _low(start), _high(end)),
         ).fetchall()
-        return [FlagEvent(*row[:8], row[8] or "", row[9] or "", json_out.loads(row[10]) if row[10] else None) for row in rows]
+        return [
+            FlagEvent(*row[:8], row[8] or "", row[9] or "", json_out.loads(row[10]) if row[10] else None)
+            for row in rows
+        ]
 
     def events(self, start: float | None = None, end: float | None = None) -> list[Event]:
         rows = self.connection.execute(
@@ -537,8 +602,19 @@ class Store:
 
 
 SAMPLE_READ_COLUMNS_V2 = (
-    "state", "error", "fetched_at", "sampled_at", "start_time", *COUNTER_COLUMNS, "requests_by_reason",
-    "running", "waiting", "kv_usage", "kv_usage_by_engine", "kv_capacity_tokens", "kv_capacity_by_engine",
+    "state",
+    "error",
+    "fetched_at",
+    "sampled_at",
+    "start_time",
+    *COUNTER_COLUMNS,
+    "requests_by_reason",
+    "running",
+    "waiting",
+    "kv_usage",
+    "kv_usage_by_engine",
+    "kv_capacity_tokens",
+    "kv_capacity_by_engine",
     *HISTOGRAM_COLUMNS,
 )
 SAMPLE_READ_COLUMNS = (*SAMPLE_READ_COLUMNS_V2, "shape_id", "doubtful")
@@ -560,14 +636,18 @@ def sample_columns(sample: ReplicaSample, layout_id, shape_id=None) -> dict:
     row["kv_usage_by_engine"] = _json(usage) if set(usage) - {"0"} else None
     row["kv_capacity_tokens"] = finite(sample.kv_capacity_tokens)
     capacity = _finite_map(sample.kv_capacity_tokens_by_engine)
-    row["kv_capacity_by_engine"] = _json(capacity) if set(capacity) - {"0"} or (capacity and row["kv_capacity_tokens"] is None) else None
+    row["kv_capacity_by_engine"] = (
+        _json(capacity) if set(capacity) - {"0"} or (capacity and row["kv_capacity_tokens"] is None) else None
+    )
     for name in HISTOGRAM_COLUMNS:
         histogram = finite_histogram(sample.histograms.get(name))
         row[name] = codec.encode(histogram, layout_id(histogram.bounds)) if histogram is not None else None
     if shape_id is not None:  # a version-3 file: what the page said of its process, and its impossible values
         row["shape_id"] = shape_id(sample)
         doubtful = getattr(sample, "doubtful", None)
-        row["doubtful"] = json.dumps(json_out.strict(dict(doubtful)), sort_keys=True, separators=(",", ":")) if doubtful else None
+        row["doubtful"] = (
+            json.dumps(json_out.strict(dict(doubtful)), sort_keys=True, separators=(",", ":")) if doubtful else None
+        )
     return row
 
 
@@ -627,8 +707,10 @@ def sample_from_columns(row: dict, bounds, shapes=None) -> ReplicaSample:
 
     Figures a reader cannot use (NaN, infinities, left by an older capcon) come back as unknown."""
     kv_usage, kv_capacity = _real(row["kv_usage"]), _real(row["kv_capacity_tokens"])
-    usage = _stored_map(row["kv_usage_by_engine"]) if row["kv_usage_by_engine"] else (
-        {"0": kv_usage} if kv_usage is not None else {}
+    usage = (
+        _stored_map(row["kv_usage_by_engine"])
+        if row["kv_usage_by_engine"]
+        else ({"0": kv_usage} if kv_usage is not None else {})
     )
     if row["kv_capacity_by_engine"]:
         capacity = _stored_map(row["kv_capacity_by_engine"])

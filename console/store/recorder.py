@@ -305,6 +305,7 @@ def _polled_lately(store: Store, fleets: list[str], now: float, interval) -> boo
 
 def _left_out_words(taken: dict[str, OtherWriter], one: bool) -> str:
     """ "pid 812 records it", or "chat-8b: pid 812 records it" per fleet when several fleets are watched."""
+
     def by(writer: OtherWriter) -> str:
         return f"pid {writer.pid}" if writer.host == HOST else f"pid {writer.pid} on {writer.host or 'another host'}"
 
@@ -420,7 +421,9 @@ class Recorder:
             return
         self._put(record)
 
-    def event(self, at: float, kind: str, fleet: str | None = None, subject: str | None = None, detail: dict | None = None) -> None:
+    def event(
+        self, at: float, kind: str, fleet: str | None = None, subject: str | None = None, detail: dict | None = None
+    ) -> None:
         self._put(_Event(at, kind, fleet, subject, detail))
 
     def close(self, timeout: float = 5.0, on_wait: Callable[[int, float], None] | None = None) -> RecorderStatus:
@@ -663,7 +666,9 @@ class Recorder:
                     self._flush_before_deadline()
                     return
                 if self._damage:
-                    self._retry_at = time.monotonic() + self._retry_seconds  # written no more; polls are counted at exit
+                    self._retry_at = (
+                        time.monotonic() + self._retry_seconds
+                    )  # written no more; polls are counted at exit
                     continue
                 if self._store is None:
                     self._store = self._open(raise_bad_file=False)
@@ -676,7 +681,9 @@ class Recorder:
                     continue
                 if time.monotonic() >= next_retention:
                     finished = self._retain()
-                    next_retention = time.monotonic() + (self._retention_every if finished else RETENTION_CATCH_UP_SECONDS)
+                    next_retention = time.monotonic() + (
+                        self._retention_every if finished else RETENTION_CATCH_UP_SECONDS
+                    )
                     if self._store is not None and self._usable():
                         self._checkpoint()
                 if not self._write_queued():
@@ -769,7 +776,9 @@ class Recorder:
         finished = True
         try:
             # Looked up on the module at each round, so a stand-in put there (tests) is the one called.
-            done = retention_rules.apply_retention(self._store, self._clock(), self.retention, max_chunks=RETENTION_CHUNKS)
+            done = retention_rules.apply_retention(
+                self._store, self._clock(), self.retention, max_chunks=RETENTION_CHUNKS
+            )
             finished = done.finished
         except sqlite3.Error as error:
             self._set_state(*state_of(error, self.path))  # tried again at the next round, like any refused write
@@ -803,8 +812,10 @@ class Recorder:
             except OSError:
                 size = 0
             if size > MAX_WAL_BYTES:
-                problem = (f"{name}-wal has grown to {size // (1024 * 1024)} MB: a reader keeps it from being folded"
-                           f" into {name}; polls still land in it, nothing lost yet")
+                problem = (
+                    f"{name}-wal has grown to {size // (1024 * 1024)} MB: a reader keeps it from being folded"
+                    f" into {name}; polls still land in it, nothing lost yet"
+                )
         with self._lock:
             changed = problem != self._checkpoint_problem
             self._checkpoint_problem = problem

@@ -93,4 +93,3 @@ class Event:
     kind: str
     subject: str | None
     detail: dict | None
-

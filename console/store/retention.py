@@ -47,7 +47,9 @@ class Retention:
     def __post_init__(self) -> None:
         for name, value in (("raw samples", self.raw_seconds), ("one-minute rollups", self.minutes_seconds)):
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"retention of {name}: {value!r} is not a duration; expected a positive number of seconds")
+                raise ValueError(
+                    f"retention of {name}: {value!r} is not a duration; expected a positive number of seconds"
+                )
         if self.minutes_seconds < self.raw_seconds:
             raise ValueError(
                 f"one-minute rollups kept {self.minutes_seconds:g} s, less than raw samples ({self.raw_seconds:g} s);"
@@ -80,7 +82,9 @@ def minute_of(at: float) -> float:
     return math.floor(at / 60.0) * 60.0
 
 
-def apply_retention(store: Store, now: float, retention: Retention = Retention(), max_chunks: int | None = None) -> RetentionDone:
+def apply_retention(
+    store: Store, now: float, retention: Retention = Retention(), max_chunks: int | None = None
+) -> RetentionDone:
     """Roll up and delete what `retention` no longer keeps at `now`.
 
     `max_chunks` bounds the transactions of one call (a recorder with a long backlog
@@ -97,15 +101,27 @@ def apply_retention(store: Store, now: float, retention: Retention = Retention()
     totals = {"rolled": 0, "deleted_raw": 0, "deleted_polls": 0, "deleted_rollups": 0, "deleted_events": 0}
     fleet_ids = [row[0] for row in store.connection.execute("SELECT id FROM fleets ORDER BY id")]
     for fleet_id in fleet_ids:
-        for start, end in _chunks(store, "SELECT min(at) FROM polls WHERE fleet_id = ? AND at >= ? AND at < ?",
-                                  fleet_id, raw_cutoff, RAW_CHUNK_SECONDS, budget):
+        for start, end in _chunks(
+            store,
+            "SELECT min(at) FROM polls WHERE fleet_id = ? AND at >= ? AND at < ?",
+            fleet_id,
+            raw_cutoff,
+            RAW_CHUNK_SECONDS,
+            budget,
+        ):
             with store._transaction():
                 rolled, raw, polls = _roll_chunk(store, fleet_id, start, end)
             totals["rolled"] += rolled
             totals["deleted_raw"] += raw
             totals["deleted_polls"] += polls
-        for start, end in _chunks(store, "SELECT min(minute) FROM minutes WHERE fleet_id = ? AND minute >= ? AND minute < ?",
-                                  fleet_id, rollup_cutoff, ROLLUP_CHUNK_SECONDS, budget):
+        for start, end in _chunks(
+            store,
+            "SELECT min(minute) FROM minutes WHERE fleet_id = ? AND minute >= ? AND minute < ?",
+            fleet_id,
+            rollup_cutoff,
+            ROLLUP_CHUNK_SECONDS,
+            budget,
+        ):
             with store._transaction():
                 totals["deleted_rollups"] += store.connection.execute(
                     "DELETE FROM minutes WHERE fleet_id = ? AND minute >= ? AND minute < ?", (fleet_id, start, end)
@@ -114,7 +130,8 @@ def apply_retention(store: Store, now: float, retention: Retention = Retention()
         while _any_before(store, table, rollup_cutoff) and budget.take():
             with store._transaction():
                 deleted = store.connection.execute(
-                    f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE at < ? LIMIT {EVENT_BATCH})", (rollup_cutoff,)
+                    f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE at < ? LIMIT {EVENT_BATCH})",
+                    (rollup_cutoff,),
                 ).rowcount
             totals["deleted_events"] += deleted
             if deleted < EVENT_BATCH:
@@ -183,16 +200,26 @@ WITH chunk AS (
     FROM chunk
     WINDOW whole AS (PARTITION BY replica_id, minute)
 )
-INSERT INTO minutes (replica_id, minute, fleet_id, plan_id, samples, running_max, waiting_max, kv_usage_max, {_SAMPLE_LIST})
+INSERT INTO minutes (replica_id, minute, fleet_id, plan_id, samples, running_max, waiting_max, kv_usage_max, {
+    _SAMPLE_LIST
+})
 SELECT replica_id, minute, fleet_id, plan_id, n, running_peak, waiting_peak, kv_peak, {_SAMPLE_LIST}
 FROM ranked WHERE rank = 1
 ON CONFLICT (replica_id, minute) DO UPDATE SET
     samples = minutes.samples + excluded.samples,
-    {", ".join(f"{c} = coalesce(max(minutes.{c}, excluded.{c}), minutes.{c}, excluded.{c})"
-               for c in ("running_max", "waiting_max", "kv_usage_max"))},
-    {", ".join(f"{c} = CASE WHEN (excluded.sampled_at IS NOT NULL, excluded.fetched_at)"
-               f" >= (minutes.sampled_at IS NOT NULL, minutes.fetched_at) THEN excluded.{c} ELSE minutes.{c} END"
-               for c in ("fleet_id", "plan_id", *SAMPLE_READ_COLUMNS))}
+    {
+    ", ".join(
+        f"{c} = coalesce(max(minutes.{c}, excluded.{c}), minutes.{c}, excluded.{c})"
+        for c in ("running_max", "waiting_max", "kv_usage_max")
+    )
+},
+    {
+    ", ".join(
+        f"{c} = CASE WHEN (excluded.sampled_at IS NOT NULL, excluded.fetched_at)"
+        f" >= (minutes.sampled_at IS NOT NULL, minutes.fetched_at) THEN excluded.{c} ELSE minutes.{c} END"
+        for c in ("fleet_id", "plan_id", *SAMPLE_READ_COLUMNS)
+    )
+}
 """
 
 
@@ -205,5 +232,7 @@ def _roll_chunk(store: Store, fleet_id: int, start: float, end: float) -> tuple[
         "DELETE FROM samples WHERE poll_id IN (SELECT id FROM polls WHERE fleet_id = ? AND at >= ? AND at < ?)",
         (fleet_id, start, end),
     ).rowcount
-    polls = connection.execute("DELETE FROM polls WHERE fleet_id = ? AND at >= ? AND at < ?", (fleet_id, start, end)).rowcount
+    polls = connection.execute(
+        "DELETE FROM polls WHERE fleet_id = ? AND at >= ? AND at < ?", (fleet_id, start, end)
+    ).rowcount
     return rolled, raw, polls

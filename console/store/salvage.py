@@ -35,9 +35,14 @@ def _key(source: sqlite3.Connection, table: str) -> list[str]:
     """The columns rows are ordered by: the rowid, or a WITHOUT ROWID table's primary key."""
     columns = source.execute(f"PRAGMA table_info({_quoted(table)})").fetchall()
     primary = [row[1] for row in sorted(columns, key=lambda row: row[5]) if row[5]]
-    without_rowid = source.execute(
-        "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?", (table,)
-    ).fetchone()[0].upper().rstrip().rstrip(";").endswith("WITHOUT ROWID")
+    without_rowid = (
+        source.execute("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?", (table,))
+        .fetchone()[0]
+        .upper()
+        .rstrip()
+        .rstrip(";")
+        .endswith("WITHOUT ROWID")
+    )
     return primary if without_rowid else ["rowid"]
 
 
@@ -47,8 +52,10 @@ def _copy(source, target, table: str) -> tuple[int, bool]:
     names = [row[1] for row in source.execute(f"PRAGMA table_info({_quoted(table)})")]
     wanted = ", ".join(_quoted(k) if k != "rowid" else "rowid" for k in key)
     selected = ", ".join([wanted] + [_quoted(n) for n in names])
-    insert = (f"INSERT OR IGNORE INTO {_quoted(table)} ({', '.join((['rowid'] if key == ['rowid'] else []) + [_quoted(n) for n in names])})"
-              f" VALUES ({', '.join('?' for _ in range((1 if key == ['rowid'] else 0) + len(names)))})")
+    insert = (
+        f"INSERT OR IGNORE INTO {_quoted(table)} ({', '.join((['rowid'] if key == ['rowid'] else []) + [_quoted(n) for n in names])})"
+        f" VALUES ({', '.join('?' for _ in range((1 if key == ['rowid'] else 0) + len(names)))})"
+    )
     width = len(key)
     rows = 0
     last = None
@@ -70,7 +77,9 @@ def _copy(source, target, table: str) -> tuple[int, bool]:
         after = "" if last is None else f" WHERE ({wanted}) > ({', '.join('?' for _ in key)})"
         order = ", ".join(f"{k} DESC" for k in (wanted.split(", ")))
         try:
-            for row in source.execute(f"SELECT {selected} FROM {_quoted(table)}{after} ORDER BY {order}", tuple(last or ())):
+            for row in source.execute(
+                f"SELECT {selected} FROM {_quoted(table)}{after} ORDER BY {order}", tuple(last or ())
+            ):
                 put(row)
         except sqlite3.DatabaseError:
             pass
@@ -117,7 +126,9 @@ def salvage(source_path: Path, target_path: Path) -> SalvageReport:
         finally:
             target.close()
         if problem is not None:
-            raise HistoryError(f"--salvage {target_path}: the copy is not whole either ({problem}); expected SQLite's own .recover")
+            raise HistoryError(
+                f"--salvage {target_path}: the copy is not whole either ({problem}); expected SQLite's own .recover"
+            )
         return report
     finally:
         source.close()

@@ -37,8 +37,7 @@ _SAMPLE_COLUMNS = (
     "state TEXT NOT NULL, error TEXT, fetched_at REAL NOT NULL, sampled_at REAL, start_time REAL, "
     + ", ".join(f"{c} REAL" for c in COUNTER_COLUMNS)
     + ", requests_by_reason TEXT, running REAL, waiting REAL, kv_usage REAL, kv_usage_by_engine TEXT, "
-    "kv_capacity_tokens REAL, kv_capacity_by_engine TEXT, "
-    + ", ".join(f"{c} BLOB" for c in HISTOGRAM_COLUMNS)
+    "kv_capacity_tokens REAL, kv_capacity_by_engine TEXT, " + ", ".join(f"{c} BLOB" for c in HISTOGRAM_COLUMNS)
 )
 
 _V1 = f"""
@@ -120,7 +119,9 @@ def migrate(connection: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int
     for step in range(found, target):
         # executescript commits first; BEGIN IMMEDIATE makes each step all or nothing.
         try:
-            connection.executescript(f"BEGIN IMMEDIATE;\n{MIGRATIONS[step]}\nPRAGMA user_version = {step + 1};\nCOMMIT;")
+            connection.executescript(
+                f"BEGIN IMMEDIATE;\n{MIGRATIONS[step]}\nPRAGMA user_version = {step + 1};\nCOMMIT;"
+            )
         except sqlite3.Error:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")

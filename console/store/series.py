@@ -72,9 +72,13 @@ def minute_series(store: Store, fleet: str, start: float, end: float) -> dict[st
     raw, rollup = _queries(columns)
     # Rollups first, so the raw samples of the same minute replace them.
     for query, params in ((rollup, (fleet_id, start, end)), (raw, (fleet_id, start, end, fleet_id))):
-        for replica_id, minute, running_max, waiting_max, kv_usage_max, *values in store.connection.execute(query, params):
+        for replica_id, minute, running_max, waiting_max, kv_usage_max, *values in store.connection.execute(
+            query, params
+        ):
             sample = sample_from_columns(dict(zip(columns, values)), store.bounds, store.shape)
-            found[(replica_id, minute)] = MinutePoint(sample, finite(running_max), finite(waiting_max), finite(kv_usage_max))
+            found[(replica_id, minute)] = MinutePoint(
+                sample, finite(running_max), finite(waiting_max), finite(kv_usage_max)
+            )
     urls = replica_urls(store, fleet_id)
     series: dict[str, list[MinutePoint]] = {}
     for (replica_id, _), point in found.items():
@@ -128,7 +132,9 @@ def recorded_span(store: Store, fleet: str) -> tuple[float | None, float | None]
     if fleet_id is None:
         return None, None
     polls = store.connection.execute("SELECT min(at), max(at) FROM polls WHERE fleet_id = ?", (fleet_id,)).fetchone()
-    rollups = store.connection.execute("SELECT min(minute), max(minute) FROM minutes WHERE fleet_id = ?", (fleet_id,)).fetchone()
+    rollups = store.connection.execute(
+        "SELECT min(minute), max(minute) FROM minutes WHERE fleet_id = ?", (fleet_id,)
+    ).fetchone()
     firsts = [v for v in (polls[0], rollups[0]) if v is not None]
     lasts = [v for v in (polls[1], rollups[1]) if v is not None]
     return (min(firsts) if firsts else None, max(lasts) if lasts else None)
@@ -149,7 +155,9 @@ def recorded_end(store: Store, fleet: str) -> float | None:
         " WHERE s.poll_id = (SELECT id FROM polls WHERE fleet_id = ? ORDER BY at DESC, id DESC LIMIT 1)",
         (fleet_id,),
     ).fetchone()[0]
-    last_minute = store.connection.execute("SELECT max(minute) FROM minutes WHERE fleet_id = ?", (fleet_id,)).fetchone()[0]
+    last_minute = store.connection.execute(
+        "SELECT max(minute) FROM minutes WHERE fleet_id = ?", (fleet_id,)
+    ).fetchone()[0]
     lasts = [v for v in (last_poll, last_sample) if v is not None]
     ends = [math.nextafter(max(lasts), math.inf)] if lasts else []
     if last_minute is not None:

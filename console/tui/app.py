@@ -163,7 +163,9 @@ class ConsoleApp(App):
             self.notify(
                 f"history {status.path}: {status.state}: {status.detail or 'no detail'}; watching goes on"
                 + (", polls wait in memory" if status.waiting else ""),
-                severity="warning", timeout=10, markup=False,
+                severity="warning",
+                timeout=10,
+                markup=False,
             )
 
     async def on_unmount(self) -> None:
@@ -197,11 +199,18 @@ class ConsoleApp(App):
         if index is None:
             errors = [e for e in self.errors if e]
             return HeaderInfo(
-                fleet=f"{len(self.fleets)} fleets", plan=None, source=None, window_seconds=None,
+                fleet=f"{len(self.fleets)} fleets",
+                plan=None,
+                source=None,
+                window_seconds=None,
                 age_seconds=max((self.clock() - v.figures.at for v in self.views if v), default=None),
-                interval_seconds=self.interval, paused=self.paused, read_only=self.read_only,
-                demo_faults=self.demo_faults_on, error=errors[0] if errors else "",
-                recording=self.recording_words(), replay=self.driver.words(),
+                interval_seconds=self.interval,
+                paused=self.paused,
+                read_only=self.read_only,
+                demo_faults=self.demo_faults_on,
+                error=errors[0] if errors else "",
+                recording=self.recording_words(),
+                replay=self.driver.words(),
             )
         view, handle = self.views[index], self.fleets[index]
         now = view.plan if view else None
@@ -247,7 +256,9 @@ class ConsoleApp(App):
                 self.notify(
                     f"read-only: {event.character or event.key} ({binding.description}) would change the demo fleet;"
                     " the console was started with --read-only",
-                    severity="warning", timeout=3, markup=False,
+                    severity="warning",
+                    timeout=3,
+                    markup=False,
                 )
                 return
 
@@ -332,7 +343,9 @@ class ConsoleApp(App):
         try:
             said = await self.demo.apply(key, index, name)
         except Exception as error:  # noqa: BLE001 - the demo fleet refused: say so, keep the console up
-            self.notify(f"demo fault failed: {type(error).__name__}: {error}", severity="error", timeout=6, markup=False)
+            self.notify(
+                f"demo fault failed: {type(error).__name__}: {error}", severity="error", timeout=6, markup=False
+            )
             return
         summary = self.demo.faults.summary(names)
         self.notify(f"demo: {printable(said)}\nfaults on: {printable(summary)}", timeout=5, markup=False)

@@ -115,8 +115,12 @@ class LiveDriver(Driver):
             def failed(error: Exception, index: int = index) -> None:
                 app.post_message(PollFailed(index, f"poll failed: {failure_words(error)}"))
 
-            app.run_worker(poll_loop(feed, self.cadence, shown, failed, clock=app.clock),
-                           name=f"poll-{index}", group="polls", exit_on_error=False)
+            app.run_worker(
+                poll_loop(feed, self.cadence, shown, failed, clock=app.clock),
+                name=f"poll-{index}",
+                group="polls",
+                exit_on_error=False,
+            )
 
     async def stop(self) -> None:
         for handle in self.fleets:
@@ -205,7 +209,9 @@ class ReplayDriver(Driver):
         async with self._lock:
             heavy = seek_to is not None and self.controller.cost(seek_to) >= SEEK_NOTICE_POLLS
             if heavy:
-                app.notify("seeking… (flags and trends are recomputed from 15 minutes before)", timeout=30, markup=False)
+                app.notify(
+                    "seeking… (flags and trends are recomputed from 15 minutes before)", timeout=30, markup=False
+                )
             # The pure core is thread safe and the history file is read under its own lock.
             try:
                 frame = await asyncio.to_thread(move)

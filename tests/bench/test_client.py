@@ -42,7 +42,12 @@ async def stream(request: web.Request, body: dict) -> web.StreamResponse:
     for index in range(body["max_tokens"]):
         last = index == body["max_tokens"] - 1
         await send({"choices": [{"index": 0, "text": f"t{index}", "finish_reason": "length" if last else None}]})
-    await send({"choices": [], "usage": {"prompt_tokens": len(body["prompt"].split()), "completion_tokens": body["max_tokens"]}})
+    await send(
+        {
+            "choices": [],
+            "usage": {"prompt_tokens": len(body["prompt"].split()), "completion_tokens": body["max_tokens"]},
+        }
+    )
     await send("[DONE]")
     return response
 

@@ -24,12 +24,21 @@ def _exit_code(argv: list[str]) -> int:
 @pytest.mark.parametrize(
     "argv, line",
     [
-        (["watch", "--interval", "abc"], "capcon watch: argument --interval: invalid float value: 'abc' (see capcon watch --help)"),
+        (
+            ["watch", "--interval", "abc"],
+            "capcon watch: argument --interval: invalid float value: 'abc' (see capcon watch --help)",
+        ),
         (["plan"], "capcon plan: the following arguments are required: FILE (see capcon plan --help)"),
         (["sim", PLAN, "--seed", "x"], "capcon sim: argument --seed: invalid int value: 'x' (see capcon sim --help)"),
-        (["demo", "--replicas", "0"], "capcon demo: argument --replicas: '0' must be a finite number greater than 0 (see capcon demo --help)"),
+        (
+            ["demo", "--replicas", "0"],
+            "capcon demo: argument --replicas: '0' must be a finite number greater than 0 (see capcon demo --help)",
+        ),
         (["watch", "--bogus"], "capcon watch: unrecognized arguments: --bogus (see capcon watch --help)"),
-        (["demo", "--replicas", "257"], "capcon demo: argument --replicas: '257': at most 256 replicas on one machine (see capcon demo --help)"),
+        (
+            ["demo", "--replicas", "257"],
+            "capcon demo: argument --replicas: '257': at most 256 replicas on one machine (see capcon demo --help)",
+        ),
         ([], "capcon: the following arguments are required: VERB (see capcon --help)"),
     ],
 )

@@ -66,14 +66,24 @@ def test_from_minus_fifteen_minutes_reads_as_it_does_with_an_equals_sign(recent,
     [
         (["history", "--from", "-2x"], "capcon history: --from '-2x' is not a time capcon reads; expected "),
         (["history", "--to", "-2x"], "capcon history: --to '-2x' is not a time capcon reads; expected "),
-        (["export", "--from", "-2x", "--to", "now", "--format", "csv"], "capcon export: --from '-2x' is not a time capcon reads; expected "),
-        (["export", "--from", "-1h", "--to", "-2x", "--format", "csv"], "capcon export: --to '-2x' is not a time capcon reads; expected "),
+        (
+            ["export", "--from", "-2x", "--to", "now", "--format", "csv"],
+            "capcon export: --from '-2x' is not a time capcon reads; expected ",
+        ),
+        (
+            ["export", "--from", "-1h", "--to", "-2x", "--format", "csv"],
+            "capcon export: --to '-2x' is not a time capcon reads; expected ",
+        ),
         (["replay", "--from", "-2x"], "capcon replay: --from '-2x': '-2x' is not a time capcon reads; expected "),
         (["replay", "--to", "-2x"], "capcon replay: --to '-2x': '-2x' is not a time capcon reads; expected "),
-        (["record", "--keep-raw", "-48h", "--target", "127.0.0.1:9"],
-         "capcon record: argument --keep-raw: '-48h': a negative duration; expected a duration longer than zero, like 48h"),
-        (["watch", "--keep-minutes", "-90d", "--target", "127.0.0.1:9", "--once"],
-         "capcon watch: argument --keep-minutes: '-90d': a negative duration; expected a duration longer than zero"),
+        (
+            ["record", "--keep-raw", "-48h", "--target", "127.0.0.1:9"],
+            "capcon record: argument --keep-raw: '-48h': a negative duration; expected a duration longer than zero, like 48h",
+        ),
+        (
+            ["watch", "--keep-minutes", "-90d", "--target", "127.0.0.1:9", "--once"],
+            "capcon watch: argument --keep-minutes: '-90d': a negative duration; expected a duration longer than zero",
+        ),
         (["demo", "--keep-raw", "-1h"], "capcon demo: argument --keep-raw: '-1h': a negative duration"),
     ],
 )
@@ -94,7 +104,11 @@ def test_a_missing_value_is_still_argparse_s_one_line(capsys):
 
 
 @settings(max_examples=200)
-@given(st.lists(st.one_of(st.sampled_from([*DASH_VALUE_OPTIONS, "--", "--db", "-x", "--json"]), st.text(max_size=6)), max_size=8))
+@given(
+    st.lists(
+        st.one_of(st.sampled_from([*DASH_VALUE_OPTIONS, "--", "--db", "-x", "--json"]), st.text(max_size=6)), max_size=8
+    )
+)
 def test_joined_values_joins_only_a_dash_value_after_its_option(argv):
     out = joined_values(argv)
     i = j = 0

@@ -51,7 +51,11 @@ def _one_line(code: int, out: str, err: str, seconds: float) -> str:
     "argv, position, shown",
     [
         (["watch", "--target", "h\udcff:8000", "--once"], "argument 3 (the value of --target)", r"b'h\xff:8000'"),
-        (["watch", "--name", "fleet-\udcff\udcfe", "--target", TARGET, "--once"], "argument 3 (the value of --name)", r"b'fleet-\xff\xfe'"),
+        (
+            ["watch", "--name", "fleet-\udcff\udcfe", "--target", TARGET, "--once"],
+            "argument 3 (the value of --name)",
+            r"b'fleet-\xff\xfe'",
+        ),
         (["record", "--name=caf\udce9", "--target", TARGET], "argument 2 (--name=...)", r"b'--name=caf\xe9'"),
         (["plan", "plan-\udcff.yaml"], "argument 2", r"b'plan-\xff.yaml'"),
         (["history", "--tz", "Europe/\udcff"], "argument 3 (the value of --tz)", r"b'Europe/\xff'"),
@@ -69,12 +73,16 @@ def test_the_real_command_with_real_bytes():
     """As a shell passes them: the bytes go in, the line comes out, nothing is recorded."""
     result = subprocess.run(
         [sys.executable, "-m", "console", "watch", "--name", b"fleet\xff", "--target", TARGET, "--once"],
-        cwd=REPO, capture_output=True, timeout=60,
+        cwd=REPO,
+        capture_output=True,
+        timeout=60,
     )
     assert result.returncode == 2
     assert result.stdout == b""
-    assert result.stderr == (b"capcon watch: argument 3 (the value of --name) is not UTF-8 text: b'fleet\\xff'; "
-                             b"expected UTF-8 (as the terminal and file names here are written) (see capcon watch --help)\n")
+    assert result.stderr == (
+        b"capcon watch: argument 3 (the value of --name) is not UTF-8 text: b'fleet\\xff'; "
+        b"expected UTF-8 (as the terminal and file names here are written) (see capcon watch --help)\n"
+    )
 
 
 @pytest.mark.parametrize("word", ["a\x1b[2Jb", "line\nbreak", "nul-less\x07bell", "c1\x9bx", "tab\there"])
@@ -84,8 +92,15 @@ def test_control_characters_in_an_argument_are_refused(word):
     assert "expected printable text" in line
 
 
-@pytest.mark.parametrize("argv", [["watch", "--interval=--", "--once"], ["watch", "--target", TARGET, "--name=--", "--once"],
-                                  ["sim", PLAN, "--seed=--"], ["history", "--tz=--"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["watch", "--interval=--", "--once"],
+        ["watch", "--target", TARGET, "--name=--", "--once"],
+        ["sim", PLAN, "--seed=--"],
+        ["history", "--tz=--"],
+    ],
+)
 def test_a_double_dash_after_an_equals_sign_is_refused_not_handed_on_as_an_empty_list(argv):
     """argparse reads `--interval=--` as an empty list: a traceback in the verb, or a fleet named []."""
     option = next(word for word in argv if word.endswith("=--")).split("=")[0]
@@ -102,16 +117,46 @@ def test_a_word_longer_than_any_path_is_refused_before_argparse_echoes_it():
 @pytest.mark.parametrize(
     "argv, line",
     [
-        (["watch", "--target", TARGET, "--once", "--interval", "1e9"], "capcon watch: --interval 1e9: expected at most 3600 seconds (an hour)"),
-        (["watch", "--target", TARGET, "--once", "--window", "1e308"], "capcon watch: --window 1e308: expected at most 86400 seconds (a day)"),
-        (["watch", "--target", TARGET, "--once", "--window", "inf"], "capcon watch: --window inf: expected at most 86400 seconds (a day)"),
-        (["watch", "--target", TARGET, "--once", "--timeout", "1e9"], "capcon watch: --timeout 1e9: expected at most 300 seconds (five minutes)"),
-        (["watch", "--target", TARGET, "--once", "--interval", "nan"], "capcon watch: --interval nan: expected a positive number of seconds, at most 3600 seconds (an hour)"),
-        (["record", "--target", TARGET, "--timeout=-inf"], "capcon record: --timeout -inf: expected a positive number of seconds, at most 300 seconds (five minutes)"),
-        (["record", "--target", TARGET, "--interval", "1e9"], "capcon record: --interval 1e9: expected at most 3600 seconds (an hour)"),
-        (["record", "--target", TARGET, "--duration", "1e308"], "capcon record: --duration 1e308: expected at most 31622400 seconds (366 days)"),
-        (["record", "--target", TARGET, "--keep-raw", "9" * 300 + "d"], "capcon record: --keep-raw 8.64e304s: expected at most 3660d (ten years)"),
-        (["watch", "--target", TARGET, "--once", "--keep-minutes", "99999999w"], "capcon watch: --keep-minutes 6.048e13s: expected at most 3660d (ten years)"),
+        (
+            ["watch", "--target", TARGET, "--once", "--interval", "1e9"],
+            "capcon watch: --interval 1e9: expected at most 3600 seconds (an hour)",
+        ),
+        (
+            ["watch", "--target", TARGET, "--once", "--window", "1e308"],
+            "capcon watch: --window 1e308: expected at most 86400 seconds (a day)",
+        ),
+        (
+            ["watch", "--target", TARGET, "--once", "--window", "inf"],
+            "capcon watch: --window inf: expected at most 86400 seconds (a day)",
+        ),
+        (
+            ["watch", "--target", TARGET, "--once", "--timeout", "1e9"],
+            "capcon watch: --timeout 1e9: expected at most 300 seconds (five minutes)",
+        ),
+        (
+            ["watch", "--target", TARGET, "--once", "--interval", "nan"],
+            "capcon watch: --interval nan: expected a positive number of seconds, at most 3600 seconds (an hour)",
+        ),
+        (
+            ["record", "--target", TARGET, "--timeout=-inf"],
+            "capcon record: --timeout -inf: expected a positive number of seconds, at most 300 seconds (five minutes)",
+        ),
+        (
+            ["record", "--target", TARGET, "--interval", "1e9"],
+            "capcon record: --interval 1e9: expected at most 3600 seconds (an hour)",
+        ),
+        (
+            ["record", "--target", TARGET, "--duration", "1e308"],
+            "capcon record: --duration 1e308: expected at most 31622400 seconds (366 days)",
+        ),
+        (
+            ["record", "--target", TARGET, "--keep-raw", "9" * 300 + "d"],
+            "capcon record: --keep-raw 8.64e304s: expected at most 3660d (ten years)",
+        ),
+        (
+            ["watch", "--target", TARGET, "--once", "--keep-minutes", "99999999w"],
+            "capcon watch: --keep-minutes 6.048e13s: expected at most 3660d (ten years)",
+        ),
     ],
 )
 def test_common_options_past_their_bound_are_refused_before_the_verb_runs(argv, line):
@@ -122,13 +167,24 @@ def test_common_options_past_their_bound_are_refused_before_the_verb_runs(argv, 
 
 # Every number-valued option of every verb, with the bound the verb must never see exceeded.
 BOUNDED = [
-    ("watch", "--interval", 3600), ("watch", "--window", 86400), ("watch", "--timeout", 300),
-    ("record", "--interval", 3600), ("record", "--window", 86400), ("record", "--timeout", 300),
+    ("watch", "--interval", 3600),
+    ("watch", "--window", 86400),
+    ("watch", "--timeout", 300),
+    ("record", "--interval", 3600),
+    ("record", "--window", 86400),
+    ("record", "--timeout", 300),
     ("record", "--duration", 366 * 86400),
-    ("demo", "--interval", 3600), ("demo", "--window", 86400), ("demo", "--time-scale", 1e6),
-    ("demo", "--replicas", 256), ("demo", "--seed", 2**63 - 1),
-    ("sim", "--replicas", 256), ("sim", "--rps-scale", 10_000), ("sim", "--time-scale", 1e6),
-    ("sim", "--seed", 2**63 - 1), ("sim", "--port", 65535), ("sim", "--status-every", 86400),
+    ("demo", "--interval", 3600),
+    ("demo", "--window", 86400),
+    ("demo", "--time-scale", 1e6),
+    ("demo", "--replicas", 256),
+    ("demo", "--seed", 2**63 - 1),
+    ("sim", "--replicas", 256),
+    ("sim", "--rps-scale", 10_000),
+    ("sim", "--time-scale", 1e6),
+    ("sim", "--seed", 2**63 - 1),
+    ("sim", "--port", 65535),
+    ("sim", "--status-every", 86400),
 ]
 _NEEDS = {"watch": ["--target", TARGET, "--once"], "record": ["--target", TARGET], "sim": [PLAN], "plan": [PLAN]}
 
@@ -137,7 +193,9 @@ _HOSTILE_NUMBERS = st.one_of(
     st.builds(lambda m, k: f"{m:g}e{k}", st.floats(0, 9.99), st.integers(-400, 400)),
     st.builds(lambda sign, n: sign + "9" * n, st.sampled_from(["", "-", "+"]), st.integers(1, 4500)),
     st.integers(-(10**20), 10**20).map(str),
-    st.sampled_from(["0", "-0", "1e-300", "0x10", "1_000", "١٢", "½", "  5  ", "5s", "", "--", "-inf", "infinity", "NaN"]),
+    st.sampled_from(
+        ["0", "-0", "1e-300", "0x10", "1_000", "١٢", "½", "  5  ", "5s", "", "--", "-inf", "infinity", "NaN"]
+    ),
 )
 
 
@@ -174,8 +232,30 @@ _WORDS = st.one_of(
     st.text(max_size=30),
     st.text(st.characters(min_codepoint=0xDC80, max_codepoint=0xDCFF), min_size=1, max_size=4),
     st.text(st.characters(categories=["Cc"]), min_size=1, max_size=3),
-    st.sampled_from(["--interval", "--window", "--timeout", "--name", "--target", "--tz", "--from", "--to", "--db", "--once",
-                     "--json", "--replicas", "--seed", "--", "-", "=", "1e309", "nan", TARGET, PLAN]),
+    st.sampled_from(
+        [
+            "--interval",
+            "--window",
+            "--timeout",
+            "--name",
+            "--target",
+            "--tz",
+            "--from",
+            "--to",
+            "--db",
+            "--once",
+            "--json",
+            "--replicas",
+            "--seed",
+            "--",
+            "-",
+            "=",
+            "1e309",
+            "nan",
+            TARGET,
+            PLAN,
+        ]
+    ),
     _HOSTILE_NUMBERS,
     st.integers(4000, 6000).map(lambda n: "x" * n),
 )

@@ -65,8 +65,10 @@ def test_record_writes_to_the_default_path_under_the_data_home_and_stops_at_its_
     done = capcon("record", *targets, "--interval", "1", "--duration", "3.5", data_home=tmp_path / "data")
     assert done.returncode == 0, done.stderr
     path = tmp_path / "data" / "capcon" / "history.sqlite"
-    assert (f"recording to {path}: '{unnamed_fleet(targets)}' (2 targets, scrape), every 1 s, window 60 s,"
-            f" keeping raw {RAW_DEFAULT}, rollups {MINUTES_DEFAULT}") in done.stdout
+    assert (
+        f"recording to {path}: '{unnamed_fleet(targets)}' (2 targets, scrape), every 1 s, window 60 s,"
+        f" keeping raw {RAW_DEFAULT}, rollups {MINUTES_DEFAULT}"
+    ) in done.stdout
     polls = stored_times(path)
     assert len(polls) >= 2
     assert f"stopped: {poll_words(len(polls))} written to {path}" in done.stdout
@@ -82,7 +84,11 @@ def test_record_stops_cleanly_on_sigterm_and_writes_what_it_polled(tmp_path, tar
     db = tmp_path / "history.sqlite"
     process = subprocess.Popen(
         [sys.executable, "-m", "console", "record", *targets, "--interval", "1", "--db", str(db)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=cli_env(tmp_path / "data"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=cli_env(tmp_path / "data"),
     )
     try:
         deadline = time.monotonic() + 30
@@ -107,7 +113,11 @@ def test_record_says_on_stderr_when_the_file_is_locked_and_when_it_records_again
     Store.open(db).close()
     process = subprocess.Popen(
         [sys.executable, "-m", "console", "record", *targets, "--interval", "1", "--db", str(db)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=cli_env(tmp_path / "data"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=cli_env(tmp_path / "data"),
     )
     try:
         deadline = time.monotonic() + 30
@@ -145,7 +155,9 @@ def test_record_says_on_stderr_when_the_file_is_locked_and_when_it_records_again
     ],
     ids=["directory", "text-file", "other-sqlite"],
 )
-@pytest.mark.parametrize("verb", [["watch", "--once"], ["watch"], ["record", "--duration", "5"]], ids=["watch-once", "console", "record"])
+@pytest.mark.parametrize(
+    "verb", [["watch", "--once"], ["watch"], ["record", "--duration", "5"]], ids=["watch-once", "console", "record"]
+)
 def test_a_db_that_is_no_history_is_one_line_and_exit_2(tmp_path, targets, make, words, verb):
     db = tmp_path / "history.sqlite"
     make(db)
@@ -175,10 +187,16 @@ def test_bad_recording_options_are_one_line_and_exit_2(tmp_path, targets, args, 
 
 def test_record_refuses_a_fast_interval_and_a_bad_duration(tmp_path, targets):
     assert "at least 1 seconds" in capcon("record", *targets, "--interval", "0.2", data_home=tmp_path).stderr
-    assert "--duration -1: expected a positive number" in capcon("record", *targets, "--duration", "-1", data_home=tmp_path).stderr
+    assert (
+        "--duration -1: expected a positive number"
+        in capcon("record", *targets, "--duration", "-1", data_home=tmp_path).stderr
+    )
 
 
-@pytest.mark.parametrize("text, seconds", [("30m", 1800.0), ("48h", 172800.0), ("90d", 7776000.0), ("2w", 1209600.0), ("1.5h", 5400.0), ("45s", 45.0)])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("30m", 1800.0), ("48h", 172800.0), ("90d", 7776000.0), ("2w", 1209600.0), ("1.5h", 5400.0), ("45s", 45.0)],
+)
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
@@ -208,9 +226,13 @@ def test_record_with_several_plans_records_each_fleet_with_its_plan(tmp_path):
         plans = []
         for name, url in zip(("east", "west"), urls):
             plan = tmp_path / f"{name}.yaml"
-            plan.write_text(original.replace("\nname: assistant-70b ", f"\nname: {name} ", 1) + f"\nfleet:\n  targets: [{url}]\n")
+            plan.write_text(
+                original.replace("\nname: assistant-70b ", f"\nname: {name} ", 1) + f"\nfleet:\n  targets: [{url}]\n"
+            )
             plans.append(str(plan))
-        done = capcon("record", *plans, "--interval", "1", "--duration", "3", "--db", str(db), data_home=tmp_path / "data")
+        done = capcon(
+            "record", *plans, "--interval", "1", "--duration", "3", "--db", str(db), data_home=tmp_path / "data"
+        )
     assert done.returncode == 0, done.stderr
     assert "'east', 'west' (2 targets, scrape)" in done.stdout
     store = Store.open(db, read_only=True)
@@ -229,14 +251,31 @@ def test_record_runs_without_loading_the_console_ui(tmp_path, targets):
         f"code = main(['record', *{targets!r}, '--interval', '1', '--duration', '1.5', '--db', {str(tmp_path / 'h.sqlite')!r}])\n"
         "print('textual loaded' if any(m.split('.')[0] == 'textual' for m in sys.modules) else 'no textual', code)\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=REPO, env=cli_env(tmp_path), check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env=cli_env(tmp_path),
+        check=False,
+    )
     assert done.stdout.splitlines()[-1] == "no textual 0", done.stderr
 
 
-@pytest.mark.parametrize("seconds, text", [
-    (172800.0, "48h"), (86400.0, "24h"), (604800.0, "7d"), (1209600.0, "14d"), (7776000.0, "90d"),
-    (1800.0, "30m"), (5400.0, "90m"), (45.0, "45s"),
-])
+@pytest.mark.parametrize(
+    "seconds, text",
+    [
+        (172800.0, "48h"),
+        (86400.0, "24h"),
+        (604800.0, "7d"),
+        (1209600.0, "14d"),
+        (7776000.0, "90d"),
+        (1800.0, "30m"),
+        (5400.0, "90m"),
+        (45.0, "45s"),
+    ],
+)
 def test_durations_are_shown_as_people_write_them(seconds, text):
     assert show_duration(seconds) == text
     assert parse_duration(text) == seconds
@@ -247,7 +286,9 @@ def test_poll_counts_agree_in_number(count, words):
     assert poll_words(count) == words
 
 
-@pytest.mark.parametrize("verb", [["watch", "--once"], ["watch"], ["record", "--duration", "5"]], ids=["watch-once", "console", "record"])
+@pytest.mark.parametrize(
+    "verb", [["watch", "--once"], ["watch"], ["record", "--duration", "5"]], ids=["watch-once", "console", "record"]
+)
 def test_an_explicit_db_in_a_missing_folder_is_one_line_and_exit_2(tmp_path, targets, verb):
     db = tmp_path / "typo" / "dir" / "h.sqlite"
     done = capcon(*verb, *targets, "--db", str(db), data_home=tmp_path / "data")

@@ -28,7 +28,11 @@ from tests.store.recorder_polls import (
 def running_recorder(db: Path, targets, data_home: Path) -> subprocess.Popen:
     process = subprocess.Popen(
         [sys.executable, "-m", "console", "record", *targets, "--interval", "1", "--db", str(db)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=cli_env(data_home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=cli_env(data_home),
     )
     deadline = time.monotonic() + 30
     while polls_in(db) < 2 and time.monotonic() < deadline:
@@ -70,7 +74,10 @@ def test_a_second_record_of_the_same_fleet_refuses_and_watch_goes_on_without_rec
         polls_before = len(stored_times(db))
         watch = capcon("watch", *targets, "--once", "--interval", "0.5", "--db", str(db), data_home=tmp_path / "data")
         assert watch.returncode == 0, watch.stderr
-        assert f"fleet '{unnamed_fleet(targets)}' is already being recorded into {db} by capcon record (pid {first.pid}) on this host" in watch.stderr
+        assert (
+            f"fleet '{unnamed_fleet(targets)}' is already being recorded into {db} by capcon record (pid {first.pid}) on this host"
+            in watch.stderr
+        )
         assert "not recording it in this session" in watch.stderr
         assert watch.stdout.startswith("capcon watch · source scrape")  # the table was still shown
         assert starts(db) == [first.pid]  # neither the refused record nor the watch opened a session

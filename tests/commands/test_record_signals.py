@@ -24,7 +24,11 @@ from tests.store.recorder_polls import (
 def start_record(db, targets, data_home) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "console", "record", *targets, "--interval", "1", "--db", str(db)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=cli_env(data_home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=cli_env(data_home),
     )
 
 
@@ -59,8 +63,11 @@ def test_a_second_ctrl_c_during_the_close_says_what_was_not_written(tmp_path, ta
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert "a second SIGINT ended the wait for the file" in err
     # Said at the first Ctrl+C, before the wait: the exit is not silent while the file is locked.
-    waited = re.search(r"capcon record: writing (\d+) queued polls? to (\S+); waiting up to [1-5] s for the file"
-                       r" \(a second Ctrl\+C or SIGTERM gives up\)", err)
+    waited = re.search(
+        r"capcon record: writing (\d+) queued polls? to (\S+); waiting up to [1-5] s for the file"
+        r" \(a second Ctrl\+C or SIGTERM gives up\)",
+        err,
+    )
     assert waited and waited.group(2) == str(db), err
     assert err.index(waited.group(0)) < err.index("a second SIGINT ended the wait")
     lost = re.search(r"history \S+: (\d+) polls? not written", err)
@@ -90,7 +97,14 @@ def test_a_single_ctrl_c_is_a_clean_stop_with_exit_0(tmp_path, targets):
 
 
 def test_record_help_says_what_a_second_ctrl_c_does():
-    done = subprocess.run([sys.executable, "-m", "console", "record", "--help"], capture_output=True, text=True, cwd=REPO, timeout=30, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "console", "record", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=30,
+        check=False,
+    )
     assert done.returncode == 0
     assert "a second SIGTERM or Ctrl+C" in done.stdout
     assert "1 stopped with\npolls not written" in done.stdout

@@ -13,17 +13,39 @@ from tests.metrics.pages import REPO, V032_SMALL_KV, advance, sample_text
 from tests.sources.servers import closed_port, pages_in_turn, serve
 
 ISSUE_KEYS = {
-    "name", "url", "state", "requests_per_second", "prompt_tokens_per_second", "generation_tokens_per_second",
-    "running", "waiting", "kv_usage", "preemptions_per_second", "prefix_hit_share", "ttft_p50_seconds",
-    "ttft_p95_seconds", "ttft_p99_seconds", "itl_p95_seconds", "tpot_p95_seconds", "e2e_p95_seconds",
-    "queue_p95_seconds", "mean_input_tokens", "mean_output_tokens",
+    "name",
+    "url",
+    "state",
+    "requests_per_second",
+    "prompt_tokens_per_second",
+    "generation_tokens_per_second",
+    "running",
+    "waiting",
+    "kv_usage",
+    "preemptions_per_second",
+    "prefix_hit_share",
+    "ttft_p50_seconds",
+    "ttft_p95_seconds",
+    "ttft_p99_seconds",
+    "itl_p95_seconds",
+    "tpot_p95_seconds",
+    "e2e_p95_seconds",
+    "queue_p95_seconds",
+    "mean_input_tokens",
+    "mean_output_tokens",
 }
 
 
 async def capcon(*args: str, env: dict | None = None) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "console", *args, cwd=REPO, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "console",
+        *args,
+        cwd=REPO,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(process.communicate(), timeout=60)
     return process.returncode, out.decode(), err.decode()
@@ -45,9 +67,14 @@ def loaded_page(base: str, requests: int) -> str:
 
 async def test_once_json_against_two_replicas_and_a_dead_one():
     base = sample_text(V032_SMALL_KV)
-    async with serve(pages_in_turn(base, loaded_page(base, 10))) as one, serve(pages_in_turn(base, loaded_page(base, 30))) as two:
+    async with (
+        serve(pages_in_turn(base, loaded_page(base, 10))) as one,
+        serve(pages_in_turn(base, loaded_page(base, 30))) as two,
+    ):
         dead = f"127.0.0.1:{closed_port()}"
-        code, out, err = await capcon("watch", "--once", "--json", "--interval", "0.5", "--target", one, "--target", two, "--target", dead)
+        code, out, err = await capcon(
+            "watch", "--once", "--json", "--interval", "0.5", "--target", one, "--target", two, "--target", dead
+        )
     assert code == 0, err
     report = json.loads(out)
     assert report["source"] == "scrape" and report["window_seconds"] >= 0.5
@@ -84,7 +111,9 @@ async def test_once_table_shows_replicas_the_fleet_and_unknowns():
 
 
 async def test_exit_code_is_non_zero_when_no_target_answered():
-    code, out, _err = await capcon("watch", "--once", "--json", "--interval", "0.2", "--target", f"127.0.0.1:{closed_port()}")
+    code, out, _err = await capcon(
+        "watch", "--once", "--json", "--interval", "0.2", "--target", f"127.0.0.1:{closed_port()}"
+    )
     assert code == 1
     assert json.loads(out)["replicas"][0]["state"] == "down"
 
@@ -125,7 +154,17 @@ async def test_targets_from_the_plan_fleet_section(tmp_path):
 
 
 async def test_prometheus_down_is_a_source_error_and_exit_1():
-    code, out, _err = await capcon("watch", "--once", "--json", "--source", "prometheus", "--prometheus", f"http://127.0.0.1:{closed_port()}", "--timeout", "2")
+    code, out, _err = await capcon(
+        "watch",
+        "--once",
+        "--json",
+        "--source",
+        "prometheus",
+        "--prometheus",
+        f"http://127.0.0.1:{closed_port()}",
+        "--timeout",
+        "2",
+    )
     report = json.loads(out)
     assert code == 1 and report["source"] == "prometheus"
     assert report["source_error"] and report["fleet"]["running"] is None
@@ -148,7 +187,10 @@ def _plan_with_fleet(tmp_path, name: str, fleet: dict | None):
 async def test_once_with_two_plans_keeps_the_fleets_apart(tmp_path):
     """Two plans, two fleets: one entry each with its own replicas and fleet row, never one merged fleet."""
     base = sample_text(V032_SMALL_KV)
-    async with serve(pages_in_turn(base, loaded_page(base, 10))) as one, serve(pages_in_turn(base, loaded_page(base, 40))) as two:
+    async with (
+        serve(pages_in_turn(base, loaded_page(base, 10))) as one,
+        serve(pages_in_turn(base, loaded_page(base, 40))) as two,
+    ):
         # host:port, as --target takes it, in one plan; a full URL in the other.
         first = _plan_with_fleet(tmp_path, "fleet-a", {"targets": [one.removeprefix("http://")]})
         second = _plan_with_fleet(tmp_path, "fleet-b", {"targets": [two]})
@@ -215,6 +257,7 @@ async def test_the_same_plan_twice_is_refused(tmp_path):
 
 def _strict_json(text: str):
     """json.loads that refuses NaN and Infinity, as strict JSON readers (jq, JavaScript) do."""
+
     def refuse(constant):
         raise ValueError(f"not strict JSON: {constant}")
 
@@ -242,12 +285,27 @@ def _targets(urls):
 
 async def test_once_json_with_a_plan_has_the_comparisons_and_the_flags(troubled_fleet):
     queueing, restarting, dead = troubled_fleet
-    code, out, err = await capcon("watch", "plans/chat-8b-l40s.yaml", *_targets(troubled_fleet), "--once", "--json", "--interval", "0.5")
+    code, out, err = await capcon(
+        "watch", "plans/chat-8b-l40s.yaml", *_targets(troubled_fleet), "--once", "--json", "--interval", "0.5"
+    )
     assert code == 0, err
     report = _strict_json(out)
-    assert {"plan", "plan_file", "plan_at", "comparisons", "flags", "window_seconds", "source", "replicas", "fleet"} <= set(report)
+    assert {
+        "plan",
+        "plan_file",
+        "plan_at",
+        "comparisons",
+        "flags",
+        "window_seconds",
+        "source",
+        "replicas",
+        "fleet",
+    } <= set(report)
     assert report["plan"] == "chat-8b-l40s" and report["plan_file"] == "plans/chat-8b-l40s.yaml"
-    assert report["plan_at"]["weekday"] in ("mon", "tue", "wed", "thu", "fri", "sat", "sun") and 0 <= report["plan_at"]["hour"] < 24
+    assert (
+        report["plan_at"]["weekday"] in ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+        and 0 <= report["plan_at"]["hour"] < 24
+    )
     comparisons = report["comparisons"]
     assert comparisons and all(set(c) == COMPARISON_KEYS for c in comparisons)
     assert all(c["status"] in ("ok", "warning", "critical", "unknown") for c in comparisons)
@@ -267,12 +325,14 @@ async def test_once_json_with_a_plan_has_the_comparisons_and_the_flags(troubled_
 
 
 async def test_once_table_with_a_plan_lists_the_flags_one_line_each(troubled_fleet):
-    code, out, err = await capcon("watch", "plans/chat-8b-l40s.yaml", *_targets(troubled_fleet), "--once", "--interval", "0.5")
+    code, out, err = await capcon(
+        "watch", "plans/chat-8b-l40s.yaml", *_targets(troubled_fleet), "--once", "--interval", "0.5"
+    )
     assert code == 0, err
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("flags: "))
     assert start > next(i for i, line in enumerate(lines) if line.startswith("fleet "))  # under the table
-    summary, flags = lines[start], lines[start + 1:]
+    summary, flags = lines[start], lines[start + 1 :]
     active, pending = (int(n) for n in re.match(r"flags: (\d+) active, (\d+) pending$", summary).groups())
     assert len(flags) == active + pending and active >= 1
     assert any(line.startswith("▲ WARN replica_restarted · ") for line in flags)
@@ -287,7 +347,9 @@ async def test_once_table_with_a_plan_lists_the_flags_one_line_each(troubled_fle
     ],
 )
 async def test_fail_on_says_whether_flags_are_raised_or_pending(troubled_fleet, level, code):
-    got, out, err = await capcon("watch", *_targets(troubled_fleet), "--once", "--json", "--interval", "0.5", "--fail-on", level)
+    got, out, err = await capcon(
+        "watch", *_targets(troubled_fleet), "--once", "--json", "--interval", "0.5", "--fail-on", level
+    )
     assert got == code, err
     assert _strict_json(out)["flags"]["active"]  # the report is printed as ever
 
@@ -298,7 +360,9 @@ async def test_fail_on_is_0_for_a_healthy_fleet_and_1_still_wins_when_nothing_an
         code, out, err = await capcon("watch", "--target", healthy, "--once", "--interval", "0.3", "--fail-on", "info")
     assert code == 0, err
     assert "flags:" not in out  # no plan, nothing holding: the table as before
-    code, _, err = await capcon("watch", "--target", f"127.0.0.1:{closed_port()}", "--once", "--interval", "0.2", "--fail-on", "info")
+    code, _, err = await capcon(
+        "watch", "--target", f"127.0.0.1:{closed_port()}", "--once", "--interval", "0.2", "--fail-on", "info"
+    )
     assert code == 1, err
 
 
@@ -320,7 +384,9 @@ async def test_once_with_two_plans_gives_each_fleet_its_comparisons_and_flags(tm
     async with serve(pages_in_turn(base, loaded_page(base, 10))) as one:
         up = _plan_with_fleet(tmp_path, "fleet-up", {"targets": [one]})
         dead = _plan_with_fleet(tmp_path, "fleet-dead", {"targets": [f"127.0.0.1:{closed_port()}"]})
-        code, out, err = await capcon("watch", str(up), str(dead), "--once", "--json", "--interval", "0.3", "--fail-on", "critical")
+        code, out, err = await capcon(
+            "watch", str(up), str(dead), "--once", "--json", "--interval", "0.3", "--fail-on", "critical"
+        )
         text_code, text, _ = await capcon("watch", str(up), str(dead), "--once", "--interval", "0.3")
     assert code == 4, err  # the dead fleet's replica is pending down (critical); nothing critical raised
     a, b = _strict_json(out)["fleets"]

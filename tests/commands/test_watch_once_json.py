@@ -29,7 +29,11 @@ def test_the_keys_are_the_same_with_and_without_a_plan():
     unplanned = once_json(figures, advance(None, "f", figures, None, NOW))
     bare = once_json(figures)  # a caller with figures only (tests/real)
     assert list(planned) == list(unplanned) == list(bare)
-    assert planned["plan"] == "assistant" and planned["plan_file"] == "p.yaml" and planned["plan_at"] == {"weekday": "mon", "hour": 10}
+    assert (
+        planned["plan"] == "assistant"
+        and planned["plan_file"] == "p.yaml"
+        and planned["plan_at"] == {"weekday": "mon", "hour": 10}
+    )
     assert unplanned["plan"] is None and unplanned["plan_file"] is None and unplanned["comparisons"] == []
     assert bare["flags"] == {"active": [], "pending": []}
 
@@ -40,7 +44,10 @@ def test_a_figure_nobody_could_compute_is_null_never_nan(values):
     rps, ttft, kv, tokens = values
     figures = fleet(
         replica("r1", requests_per_second=rps, kv_usage=kv, kv_usage_by_engine={"0": kv} if kv is not None else {}),
-        requests_per_second=rps, ttft_p95_seconds=ttft, mean_input_tokens=tokens, at=NOW,
+        requests_per_second=rps,
+        ttft_p95_seconds=ttft,
+        mean_input_tokens=tokens,
+        at=NOW,
     )
     view = advance(None, "f", figures, plan_now(), NOW)
     document = _strict(_dumps(once_json(figures, view, "p.yaml")))
@@ -56,7 +63,9 @@ def test_a_figure_nobody_could_compute_is_null_never_nan(values):
             yield value
 
     assert all(math.isfinite(n) for n in numbers(document))
-    ttft_row = next(c for c in document["comparisons"] if c["unit"] == "seconds" and c["planned"] == 1.5)  # the TTFT target
+    ttft_row = next(
+        c for c in document["comparisons"] if c["unit"] == "seconds" and c["planned"] == 1.5
+    )  # the TTFT target
     assert ttft_row["actual"] == (ttft if ttft is not None and math.isfinite(ttft) else None)
 
 
@@ -67,7 +76,9 @@ def test_pending_flags_say_how_long_they_held_and_need():
     [saturation] = [p for p in once_json(second.figures, second)["flags"]["pending"] if p["kind"] == "saturation"]
     assert saturation["held_seconds"] == 2.0 and saturation["needed_seconds"] == 30.0 and saturation["since"] == NOW
     assert saturation["todo"]  # from the rule, as the console's details show it
-    assert any(line.startswith("… pending ▲ WARN saturation · r1 · 2 s of 30 s · ") for line in flag_lines(second, False))
+    assert any(
+        line.startswith("… pending ▲ WARN saturation · r1 · 2 s of 30 s · ") for line in flag_lines(second, False)
+    )
 
 
 def test_flag_lines_never_pass_a_control_character_through():
@@ -89,7 +100,9 @@ def test_a_source_that_failed_is_one_line_of_text():
     from console.commands.watch_output import once_lines
     from console.sources.prometheus import failed_figures
 
-    figures = failed_figures(60.0, NOW, "Prometheus at http://p:9090: answer to the up query: result is a string, not a list\x1b[2J")
+    figures = failed_figures(
+        60.0, NOW, "Prometheus at http://p:9090: answer to the up query: result is a string, not a list\x1b[2J"
+    )
     view = advance(None, "f", figures, plan_now(), NOW)
     assert once_lines(figures, view, True) == [
         "capcon watch · source prometheus · Prometheus at http://p:9090: answer to the up query: result is a string, not a list\\x1b[2J"

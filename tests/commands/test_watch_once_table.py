@@ -9,18 +9,36 @@ from console.metrics.figures import Figures, FleetFigures
 
 def _figures(name: str) -> Figures:
     return Figures(
-        name=name, url=f"http://{name}/metrics", state="up", requests_per_second=4.21,
-        prompt_tokens_per_second=8123.0, generation_tokens_per_second=2950.0, running=128, waiting=3,
-        kv_usage=0.63, preemptions_per_second=0.0, prefix_hit_share=0.12, ttft_p50_seconds=0.081,
-        ttft_p95_seconds=0.412, ttft_p99_seconds=0.9, itl_p95_seconds=0.021, tpot_p95_seconds=0.034,
-        e2e_p95_seconds=11.5, queue_p95_seconds=0.285, mean_input_tokens=1190.0, mean_output_tokens=347.0,
+        name=name,
+        url=f"http://{name}/metrics",
+        state="up",
+        requests_per_second=4.21,
+        prompt_tokens_per_second=8123.0,
+        generation_tokens_per_second=2950.0,
+        running=128,
+        waiting=3,
+        kv_usage=0.63,
+        preemptions_per_second=0.0,
+        prefix_hit_share=0.12,
+        ttft_p50_seconds=0.081,
+        ttft_p95_seconds=0.412,
+        ttft_p99_seconds=0.9,
+        itl_p95_seconds=0.021,
+        tpot_p95_seconds=0.034,
+        e2e_p95_seconds=11.5,
+        queue_p95_seconds=0.285,
+        mean_input_tokens=1190.0,
+        mean_output_tokens=347.0,
         data_age_seconds=0.4,
     )
 
 
 FLEET = FleetFigures(
-    window_seconds=2.0, source="scrape", at=0.0,
-    replicas=(_figures("10.0.0.11:8000"), _figures("10.0.0.12:8000")), fleet=_figures("fleet"),
+    window_seconds=2.0,
+    source="scrape",
+    at=0.0,
+    replicas=(_figures("10.0.0.11:8000"), _figures("10.0.0.12:8000")),
+    fleet=_figures("fleet"),
 )
 
 

@@ -35,7 +35,15 @@ class FakeReplica:
         self.output = [0.0] * len(TOKEN_BOUNDS)
         self.output_sum = 0.0
 
-    def serve(self, n: int, ttft: float = 0.05, tpot: float = 0.02, prompt: float = 800.0, output: float = 300.0, preempted: int = 0):
+    def serve(
+        self,
+        n: int,
+        ttft: float = 0.05,
+        tpot: float = 0.02,
+        prompt: float = 800.0,
+        output: float = 300.0,
+        preempted: int = 0,
+    ):
         self.requests += n
         self.preemptions += preempted
         for buckets, bounds, value, total in (
@@ -148,8 +156,17 @@ def test_a_restart_inside_the_hour_counts_from_the_new_process_never_negative():
 def test_an_hour_without_data_is_unknown_not_zero():
     hour = summarise({"r": steady(10, minutes=range(-6, 0))}, T0, T0 + 3600)
     assert not hour.has_data
-    for value in (hour.busiest_rps, hour.ttft_p95_seconds, hour.tpot_p95_seconds, hour.kv_usage_max,
-                  hour.preemptions, hour.requests, hour.flags_raised, hour.mean_input_tokens, hour.load):
+    for value in (
+        hour.busiest_rps,
+        hour.ttft_p95_seconds,
+        hour.tpot_p95_seconds,
+        hour.kv_usage_max,
+        hour.preemptions,
+        hour.requests,
+        hour.flags_raised,
+        hour.mean_input_tokens,
+        hour.load,
+    ):
         assert value is None
 
 

@@ -31,8 +31,11 @@ LIMITS = judge.limits(PLAN_NOW, T)  # TTFT 1.5 s, TPOT 40 ms, no E2E target
         pytest.param({"kv_usage": 0.90}, (("kv", "warning"),), id="KV at 90%"),
         pytest.param({"preemptions_per_second": 0.0}, (), id="no preemptions"),
         pytest.param({"preemptions_per_second": 0.01}, (("preempt", "warning"),), id="any preemption"),
-        pytest.param({"ttft_p95_seconds": 9.8, "waiting": 24.0}, (("ttft", "critical"), ("wait", "warning")),
-                     id="the demo spike: both"),
+        pytest.param(
+            {"ttft_p95_seconds": 9.8, "waiting": 24.0},
+            (("ttft", "critical"), ("wait", "warning")),
+            id="the demo spike: both",
+        ),
     ],
 )
 def test_cells_over_their_limit(values, over):
@@ -62,8 +65,13 @@ def test_judging_never_raises_and_nan_is_never_over(ttft, waiting):
 def marks(*replicas, plan=PLAN_NOW, polls=1, step=10.0):
     view = None
     for i in range(polls):
-        view = advance(view, "fleet", fleet(*replicas, at=1000.0 + i * step, ttft_p95_seconds=replicas[0].ttft_p95_seconds),
-                       plan, 1000.0 + i * step)
+        view = advance(
+            view,
+            "fleet",
+            fleet(*replicas, at=1000.0 + i * step, ttft_p95_seconds=replicas[0].ttft_p95_seconds),
+            plan,
+            1000.0 + i * step,
+        )
     return {row.key: row.mark for row in view.rows}, view
 
 
@@ -92,10 +100,16 @@ def test_flags_keep_their_hysteresis_while_cells_tell_the_truth_now():
     assert row.over == () and row.severity == "warning" and row.mark == "warning"
 
 
-@pytest.mark.parametrize("state, mark", [("down", "critical"), ("timeout", "critical"),
-                                         ("stale", "pending"),  # its flag waits out its minimum duration
-                                         ("restarted", "warning"),  # its flag shows at once
-                                         ("unknown", "unknown")])
+@pytest.mark.parametrize(
+    "state, mark",
+    [
+        ("down", "critical"),
+        ("timeout", "critical"),
+        ("stale", "pending"),  # its flag waits out its minimum duration
+        ("restarted", "warning"),  # its flag shows at once
+        ("unknown", "unknown"),
+    ],
+)
 def test_states_without_flags(state, mark):
     found, _ = marks(replica("a", state=state), plan=None)
     assert found["a"] == mark

@@ -12,17 +12,30 @@ from console.fleet.format import short_names
 @pytest.mark.parametrize(
     "names, width, expected",
     [
-        pytest.param(["127.0.0.11:28100", "127.0.0.12:28100", "127.0.0.15:28100"], 11,
-                     ["…0.11:28100", "…0.12:28100", "…0.15:28100"], id="the demo's five targets"),
+        pytest.param(
+            ["127.0.0.11:28100", "127.0.0.12:28100", "127.0.0.15:28100"],
+            11,
+            ["…0.11:28100", "…0.12:28100", "…0.15:28100"],
+            id="the demo's five targets",
+        ),
         pytest.param(["10.0.0.11:8000", "10.0.0.12:8000"], 11, ["…0.11:8000", "…0.12:8000"], id="a real fleet"),
         pytest.param(["10.0.0.11:8000", "10.0.0.12:8000"], 8, ["…11:8000", "…12:8000"], id="no room for context"),
-        pytest.param(["127.0.0.1:44007", "127.0.0.1:46227"], 11, ["…0.1:44007", "…0.1:46227"],
-                     id="one host, ports apart"),
+        pytest.param(
+            ["127.0.0.1:44007", "127.0.0.1:46227"], 11, ["…0.1:44007", "…0.1:46227"], id="one host, ports apart"
+        ),
         pytest.param(["replica-0", "replica-1"], 11, ["replica-0", "replica-1"], id="names that fit stay whole"),
-        pytest.param(["10.0.0.11:8000", "10.0.0.12:8000"], 20, ["10.0.0.11:8000", "10.0.0.12:8000"],
-                     id="a wider screen shows them whole"),
-        pytest.param(["vllm-0.svc.cluster.local:8000", "vllm-10.svc.cluster.local:8000"], 11,
-                     ["…0.svc.clu…", "…10.svc.cl…"], id="a long suffix is cut after what differs"),
+        pytest.param(
+            ["10.0.0.11:8000", "10.0.0.12:8000"],
+            20,
+            ["10.0.0.11:8000", "10.0.0.12:8000"],
+            id="a wider screen shows them whole",
+        ),
+        pytest.param(
+            ["vllm-0.svc.cluster.local:8000", "vllm-10.svc.cluster.local:8000"],
+            11,
+            ["…0.svc.clu…", "…10.svc.cl…"],
+            id="a long suffix is cut after what differs",
+        ),
         pytest.param(["same-host:8000", "same-host:8000"], 8, ["sam…8000"], id="duplicates: one entry"),
     ],
 )

@@ -46,7 +46,9 @@ def test_plan_beside_actual_at_this_hour():
     assert rows["load/sched cap"].planned == 20.0 and rows["load/sched cap"].actual == 12.0
     assert rows["headroom"].actual == pytest.approx(0.4)
     assert rows["replicas up"].actual == 2 and rows["replicas up"].status == "warning"  # 2 serving of 4
-    assert rows["load/up-1 cap"].planned == 5.0 and rows["load/up-1 cap"].status == "warning"  # one lost leaves 1 x 5 req/s
+    assert (
+        rows["load/up-1 cap"].planned == 5.0 and rows["load/up-1 cap"].status == "warning"
+    )  # one lost leaves 1 x 5 req/s
     # fullest replica: 0.8 x 100k tokens x 320 KiB per token
     assert rows["KV fullest"].actual == pytest.approx(0.8 * 100_000 * 327680.0)
     assert rows["TTFT p95"].status == "warning"  # 1.3 s is over 80 % of 1.5 s
@@ -119,7 +121,7 @@ def test_every_column_sorts_with_unknown_last(column):
         keys = [r.key for r in sort_rows(ROWS, column, descending)]
         known = [r for r in ROWS if r.value(column) is not None]
         assert sorted(keys) == ["a", "b", "c", "d"]
-        assert all(ROWS[[x.key for x in ROWS].index(k)].value(column) is None for k in keys[len(known):])
+        assert all(ROWS[[x.key for x in ROWS].index(k)].value(column) is None for k in keys[len(known) :])
 
 
 def test_sort_on_kv_both_ways():
@@ -178,17 +180,46 @@ def without_engine_capacity(figures: Figures) -> Figures:
 # Built inside the test, so that reading the capture happens when the case runs, not at collection.
 KV_FULLEST_CASES = [
     # The reported page: engines at 0.6 and 0.1 of 224k tokens each; 88.1 GB summed over engines, 44.0 GB really.
-    pytest.param(lambda: [data_parallel_replica("dp", (0.6, 0.1))], 0.6 * ENGINE_TOKENS, "ok", id="fullest engine, not the server"),
-    pytest.param(lambda: [data_parallel_replica("dp", (0.1, 0.95))], 0.95 * ENGINE_TOKENS, "warning", id="second engine fullest"),
-    pytest.param(lambda: [without_engine_capacity(data_parallel_replica("dp", (0.6, 0.1)))], 0.6 * ENGINE_TOKENS, "ok",
-                 id="no per-engine capacity: total shared over engines"),
-    pytest.param(lambda: [data_parallel_replica("a", (0.2, 0.1)), data_parallel_replica("b", (0.3, 1.0), blocks="16000")],
-                 1.0 * 16_000 * 16, "critical", id="fullest engine of any replica"),
-    pytest.param(lambda: [replica("single", kv_usage=0.5, kv_capacity_tokens=ENGINE_TOKENS)], 0.5 * ENGINE_TOKENS, "ok",
-                 id="one engine, usage without engine breakdown"),
-    pytest.param(lambda: [replica("partial", kv_usage=0.6, kv_usage_by_engine={"0": 0.1, "1": 0.6},
-                                  kv_capacity_tokens_by_engine={"0": ENGINE_TOKENS})], 0.6 * ENGINE_TOKENS, "ok",
-                 id="engine without capacity takes its sibling's"),
+    pytest.param(
+        lambda: [data_parallel_replica("dp", (0.6, 0.1))],
+        0.6 * ENGINE_TOKENS,
+        "ok",
+        id="fullest engine, not the server",
+    ),
+    pytest.param(
+        lambda: [data_parallel_replica("dp", (0.1, 0.95))], 0.95 * ENGINE_TOKENS, "warning", id="second engine fullest"
+    ),
+    pytest.param(
+        lambda: [without_engine_capacity(data_parallel_replica("dp", (0.6, 0.1)))],
+        0.6 * ENGINE_TOKENS,
+        "ok",
+        id="no per-engine capacity: total shared over engines",
+    ),
+    pytest.param(
+        lambda: [data_parallel_replica("a", (0.2, 0.1)), data_parallel_replica("b", (0.3, 1.0), blocks="16000")],
+        1.0 * 16_000 * 16,
+        "critical",
+        id="fullest engine of any replica",
+    ),
+    pytest.param(
+        lambda: [replica("single", kv_usage=0.5, kv_capacity_tokens=ENGINE_TOKENS)],
+        0.5 * ENGINE_TOKENS,
+        "ok",
+        id="one engine, usage without engine breakdown",
+    ),
+    pytest.param(
+        lambda: [
+            replica(
+                "partial",
+                kv_usage=0.6,
+                kv_usage_by_engine={"0": 0.1, "1": 0.6},
+                kv_capacity_tokens_by_engine={"0": ENGINE_TOKENS},
+            )
+        ],
+        0.6 * ENGINE_TOKENS,
+        "ok",
+        id="engine without capacity takes its sibling's",
+    ),
     pytest.param(lambda: [replica("blind", kv_usage=0.6)], None, "unknown", id="no capacity at all"),
 ]
 

@@ -21,11 +21,29 @@ def tokens(count: float, mean: float) -> BucketDelta:
     return BucketDelta({1000.0: count, math.inf: count}, count * mean, count)
 
 
-def hour(day: int, at: int, rps: float | None, prompt_mean=1200.0, output_mean=250.0, count=100.0, week: int = 0) -> Summary:
+def hour(
+    day: int, at: int, rps: float | None, prompt_mean=1200.0, output_mean=250.0, count=100.0, week: int = 0
+) -> Summary:
     start = (MONDAY + timedelta(days=day + 7 * week, hours=at)).timestamp()
     deltas = {"prompt_length": tokens(count, prompt_mean), "output_length": tokens(count, output_mean)}
-    return Summary(start, start + 3600, 1 if rps is not None else 0, rps, None, None, None, None, None, None, None, 0, {},
-                   None, None, deltas=deltas if rps is not None else {})
+    return Summary(
+        start,
+        start + 3600,
+        1 if rps is not None else 0,
+        rps,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        0,
+        {},
+        None,
+        None,
+        deltas=deltas if rps is not None else {},
+    )
 
 
 def paste(plan_text: str, workloads: str) -> str:
@@ -49,8 +67,11 @@ def test_observed_hours_are_set_against_the_plans_hours_on_its_clock():
 
 def test_several_weeks_keep_the_busiest_of_each_hour_and_pool_token_means():
     plan = load_plan(PLAN)
-    fit = fit_week([hour(1, 9, 10.0, prompt_mean=1000.0), hour(1, 9, 14.0, prompt_mean=2000.0, count=300.0, week=1)],
-                   plan, ZoneInfo(plan.timezone))
+    fit = fit_week(
+        [hour(1, 9, 10.0, prompt_mean=1000.0), hour(1, 9, 14.0, prompt_mean=2000.0, count=300.0, week=1)],
+        plan,
+        ZoneInfo(plan.timezone),
+    )
     assert fit.hours[24 + 9].observed_rps == 14.0
     assert fit.hours[24 + 9].occurrences == 2
     assert fit.hours[24 + 9].observed_input_mean == (100 * 1000 + 300 * 2000) / 400
@@ -59,8 +80,12 @@ def test_several_weeks_keep_the_busiest_of_each_hour_and_pool_token_means():
 def test_the_suggested_yaml_pasted_into_the_plan_gives_the_suggested_profile_back():
     plan = load_plan(PLAN)
     zone = ZoneInfo(plan.timezone)
-    observed = {(d, h): round(3.0 + d + h * 0.37, 2) for d in range(7) for h in range(24) if (d, h) != (2, 4) and h != 3}
-    fit = fit_week([hour(d, h, rps, prompt_mean=1500.0, output_mean=200.0) for (d, h), rps in observed.items()], plan, zone)
+    observed = {
+        (d, h): round(3.0 + d + h * 0.37, 2) for d in range(7) for h in range(24) if (d, h) != (2, 4) and h != 3
+    }
+    fit = fit_week(
+        [hour(d, h, rps, prompt_mean=1500.0, output_mean=200.0) for (d, h), rps in observed.items()], plan, zone
+    )
     edited = parse_plan(paste(plan.source_text, fit.yaml), PLAN)
     workload = edited.workloads[0]
     assert workload.rps_by_hour == fit.suggested_rps[workload.name]
@@ -104,15 +129,36 @@ def test_deferrable_arrivals_are_part_of_the_planned_total_and_left_out_of_the_s
     chat_rps, summary_rps = chat.rps_by_hour[0][10], summaries.rps_by_hour[0][10]
     assert summary_rps > 0
     chat_count, summary_count = chat_rps * 3600, summary_rps * 3600
-    prompts = BucketDelta({1000.0: chat_count, math.inf: chat_count + summary_count},
-                          chat_count * chat.tokens.input_mean + summary_count * summaries.tokens.input_mean,
-                          chat_count + summary_count)
-    outputs = BucketDelta({1000.0: chat_count + summary_count, math.inf: chat_count + summary_count},
-                          chat_count * chat.tokens.output_mean + summary_count * summaries.tokens.output_mean,
-                          chat_count + summary_count)
+    prompts = BucketDelta(
+        {1000.0: chat_count, math.inf: chat_count + summary_count},
+        chat_count * chat.tokens.input_mean + summary_count * summaries.tokens.input_mean,
+        chat_count + summary_count,
+    )
+    outputs = BucketDelta(
+        {1000.0: chat_count + summary_count, math.inf: chat_count + summary_count},
+        chat_count * chat.tokens.output_mean + summary_count * summaries.tokens.output_mean,
+        chat_count + summary_count,
+    )
     start = datetime(2026, 11, 23, 10, tzinfo=zone).timestamp()
-    summary = Summary(start, start + 3600, 1, chat_rps + summary_rps, None, None, None, None, None, None, None, 0, {}, None, None,
-                      deltas={"prompt_length": prompts, "output_length": outputs}, busiest_seconds=300.0)
+    summary = Summary(
+        start,
+        start + 3600,
+        1,
+        chat_rps + summary_rps,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        0,
+        {},
+        None,
+        None,
+        deltas={"prompt_length": prompts, "output_length": outputs},
+        busiest_seconds=300.0,
+    )
     fit = fit_week([summary], plan, zone)
     monday_ten = fit.hours[10]
     assert math.isclose(monday_ten.planned_rps, chat_rps + summary_rps) and math.isclose(monday_ten.ratio, 1.0)

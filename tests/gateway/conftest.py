@@ -35,8 +35,13 @@ def auth(token: str = TOKEN) -> dict[str, str]:
 
 
 def completion(max_tokens: int = 8, stream: bool = False, model: str = MODEL, **more) -> dict:
-    body = {"model": model, "prompt": "the queue holds at peak", "max_tokens": max_tokens, "ignore_eos": True,
-            "stream": stream}
+    body = {
+        "model": model,
+        "prompt": "the queue holds at peak",
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        "stream": stream,
+    }
     body.update(more)
     return body
 
@@ -59,8 +64,9 @@ class Answer:
         return data.get("error") if isinstance(data, dict) else None
 
 
-async def send(session: aiohttp.ClientSession, url: str, body: dict, headers: dict | None = None,
-               path: str = "/v1/completions") -> Answer:
+async def send(
+    session: aiohttp.ClientSession, url: str, body: dict, headers: dict | None = None, path: str = "/v1/completions"
+) -> Answer:
     """One request with its own x-request-id; never raises for a refused or broken answer."""
     rid = f"req-{next(_ids)}"
     head = {"x-request-id": rid, **(headers or {})}
@@ -120,8 +126,9 @@ async def until(condition, timeout: float = 10.0, step: float = 0.02) -> bool:
 
 @pytest.fixture
 async def session():
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60),
-                                     connector=aiohttp.TCPConnector(limit=0)) as http:
+    async with aiohttp.ClientSession(
+        timeout=aiohttp.ClientTimeout(total=60), connector=aiohttp.TCPConnector(limit=0)
+    ) as http:
         yield http
 
 
@@ -135,10 +142,14 @@ async def sim_fleet(replicas: int = 2, plan=None):
 async def gateway(targets, plan=None, replicas: int | None = None, **options):
     plan = plan or gateway_plan()
     policy = options.pop("policy", None) or policy_from_plan(plan, replicas or len(targets))
-    config = GatewayConfig(targets=tuple(targets), plan_policy=policy, listen=("127.0.0.1", 0),
-                           admin=("127.0.0.1", 0), admin_token=TOKEN,
-                           **{"planned_cap": 2, "health_interval": 0.2, "health_timeout": 0.5, "drain_timeout": 5.0,
-                              **options})
+    config = GatewayConfig(
+        targets=tuple(targets),
+        plan_policy=policy,
+        listen=("127.0.0.1", 0),
+        admin=("127.0.0.1", 0),
+        admin_token=TOKEN,
+        **{"planned_cap": 2, "health_interval": 0.2, "health_timeout": 0.5, "drain_timeout": 5.0, **options},
+    )
     server = Gateway(config)
     await server.start()
     try:
@@ -191,17 +202,20 @@ class HostedEndpoint:
     async def _forward(self, request: web.Request) -> web.StreamResponse:
         if request.headers.get("Authorization") != f"Bearer {HOSTED_KEY}":
             self.refused_tokens += 1
-            return web.json_response({"error": {"message": "bad key", "type": "auth", "code": "invalid_api_key"}},
-                                     status=401)
+            return web.json_response(
+                {"error": {"message": "bad key", "type": "auth", "code": "invalid_api_key"}}, status=401
+            )
         if self.failing:
             return web.json_response({"error": {"message": "down", "type": "server", "code": "down"}}, status=500)
         self.requests += 1
         body = await request.read()
         self.seen_models.append(json.loads(body).get("model"))
-        async with self._session.post(self.fleet.urls[0] + request.path, data=body,
-                                      headers={"Content-Type": "application/json"}) as upstream:
-            response = web.StreamResponse(status=upstream.status,
-                                          headers={"Content-Type": upstream.headers["Content-Type"]})
+        async with self._session.post(
+            self.fleet.urls[0] + request.path, data=body, headers={"Content-Type": "application/json"}
+        ) as upstream:
+            response = web.StreamResponse(
+                status=upstream.status, headers={"Content-Type": upstream.headers["Content-Type"]}
+            )
             await response.prepare(request)
             async for chunk in upstream.content.iter_any():
                 await response.write(chunk)

@@ -14,20 +14,28 @@ from .conftest import TOKEN, auth, completion, gateway, metric, metric_values, s
 pytestmark = pytest.mark.timeout(60)
 
 
-@pytest.mark.parametrize("headers", [
-    {},
-    {"Authorization": "Bearer not-the-token"},
-    {"Authorization": f"Bearer {TOKEN}x"},
-    {"Authorization": f"Basic {TOKEN}"},
-    {"Authorization": TOKEN},
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer not-the-token"},
+        {"Authorization": f"Bearer {TOKEN}x"},
+        {"Authorization": f"Basic {TOKEN}"},
+        {"Authorization": TOKEN},
+    ],
+)
 async def test_a_missing_or_wrong_token_is_refused_and_nothing_changes(session, headers, caplog):
     caplog.set_level(logging.INFO, logger="capcon.gateway")
     async with sim_fleet(1) as fleet, gateway(fleet.urls) as server:
-        for method, path in (("GET", "/admin/policy"), ("PUT", "/admin/policy"), ("GET", "/admin/state"),
-                             ("GET", "/admin/nothing")):
-            async with session.request(method, server.admin_url + path, headers=headers,
-                                       json={"mode": "pass", "reason": "x"}) as response:
+        for method, path in (
+            ("GET", "/admin/policy"),
+            ("PUT", "/admin/policy"),
+            ("GET", "/admin/state"),
+            ("GET", "/admin/nothing"),
+        ):
+            async with session.request(
+                method, server.admin_url + path, headers=headers, json={"mode": "pass", "reason": "x"}
+            ) as response:
                 assert response.status == 401
                 assert response.headers["WWW-Authenticate"] == "Bearer"
                 text = await response.text()
@@ -37,22 +45,26 @@ async def test_a_missing_or_wrong_token_is_refused_and_nothing_changes(session, 
         assert TOKEN not in caplog.text
 
 
-@pytest.mark.parametrize("body, field", [
-    (b"{not json", "body"),
-    (b"[]", "body"),
-    (b'{"reason": "x"}', "mode"),
-    (b'{"mode": "fast", "reason": "x"}', "mode"),
-    (b'{"mode": "pass"}', "reason"),
-    (b'{"mode": "pass", "reason": "x", "colour": "red"}', "colour"),
-    (b'{"mode": "bounded_queue", "reason": "x", "max_queue": -1}', "max_queue"),
-    (b'{"mode": "bounded_queue", "reason": "x", "max_wait_seconds": "soon"}', "max_wait_seconds"),
-    (b'{"mode": "pass", "reason": "x", "for": "forever"}', "for"),
-    (b'{"mode": "hosted", "reason": "x"}', "mode"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        (b"{not json", "body"),
+        (b"[]", "body"),
+        (b'{"reason": "x"}', "mode"),
+        (b'{"mode": "fast", "reason": "x"}', "mode"),
+        (b'{"mode": "pass"}', "reason"),
+        (b'{"mode": "pass", "reason": "x", "colour": "red"}', "colour"),
+        (b'{"mode": "bounded_queue", "reason": "x", "max_queue": -1}', "max_queue"),
+        (b'{"mode": "bounded_queue", "reason": "x", "max_wait_seconds": "soon"}', "max_wait_seconds"),
+        (b'{"mode": "pass", "reason": "x", "for": "forever"}', "for"),
+        (b'{"mode": "hosted", "reason": "x"}', "mode"),
+    ],
+)
 async def test_a_bad_body_gets_400_naming_the_field_and_nothing_changes(session, body, field):
     async with sim_fleet(1) as fleet, gateway(fleet.urls) as server:
-        async with session.put(server.admin_url + "/admin/policy", data=body,
-                               headers={**auth(), "Content-Type": "application/json"}) as response:
+        async with session.put(
+            server.admin_url + "/admin/policy", data=body, headers={**auth(), "Content-Type": "application/json"}
+        ) as response:
             assert response.status == 400
             error = (await response.json())["error"]
             assert error["param"] == field and error["message"]
@@ -62,6 +74,7 @@ async def test_a_bad_body_gets_400_naming_the_field_and_nothing_changes(session,
 async def test_a_queueing_mode_without_any_cap_is_refused():
     async with sim_fleet(1) as fleet, gateway(fleet.urls, planned_cap=None) as server:
         import aiohttp
+
         async with aiohttp.ClientSession() as session:
             response = await switch(session, server, mode="bounded_queue")
             assert response.status == 400
@@ -73,8 +86,11 @@ async def test_policy_and_state_read_back(session):
         async with session.get(server.admin_url + "/admin/policy", headers=auth()) as response:
             seen = await response.json()
         assert seen["policy"]["mode"] == "bounded_queue" and seen["plan_policy"]["actor"] == "plan"
-        async with session.put(server.admin_url + "/admin/policy", headers=auth(),
-                               json={"mode": "pass", "reason": "capacity is coming", "actor": "alice"}) as response:
+        async with session.put(
+            server.admin_url + "/admin/policy",
+            headers=auth(),
+            json={"mode": "pass", "reason": "capacity is coming", "actor": "alice"},
+        ) as response:
             assert response.status == 200
             answer = await response.json()
         assert answer["previous"]["mode"] == "bounded_queue" and answer["policy"]["mode"] == "pass"
@@ -92,8 +108,9 @@ async def test_an_expired_switch_returns_to_the_plans_policy_by_itself(session, 
     history = SwitchHistory(str(db), "gateway-test")
     history.open()
     async with sim_fleet(1) as fleet, gateway(fleet.urls, history=history) as server:
-        response = await switch(session, server, mode="pass", reason="spike: let it all through", actor="bob",
-                                **{"for": 0.5})
+        response = await switch(
+            session, server, mode="pass", reason="spike: let it all through", actor="bob", **{"for": 0.5}
+        )
         assert response.status == 200
         assert server.policy().mode == "pass" and server.policy().expires_at is not None
         # No request arrives: the gateway's own timer switches back.

@@ -30,29 +30,34 @@ def run_main(capsys, *argv: str) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv, words", [
-    ((), "no replicas"),
-    (("--target", "http//host:8000"), "mistyped scheme"),
-    (("--target", "h:1", "--listen", "nowhere"), "expected HOST:PORT"),
-    (("--target", "h:1", "--listen", "127.0.0.1:70000"), "0 to 65535"),
-    (("--target", "h:1", "--max-queue", "-1"), "--max-queue"),
-    (("--target", "h:1", "--max-wait", "0"), "--max-wait"),
-    (("--target", "h:1", "--max-wait", "nan"), "--max-wait"),
-    (("--target", "h:1", "--instances", "0"), "--instances"),
-    (("--target", "h:1", "--mode", "bounded_queue"), "--max-inflight"),
-    (("--target", "h:1", "--mode", "hosted", "--max-inflight", "2", "--hosted-url", "http://h:2"),
-     "prompts may not leave"),
-    (("--target", "h:1", "--mode", "hosted", "--max-inflight", "2", "--prompts-may-leave"), "no hosted endpoint"),
-    (("--target", "h:1", "--admin", "127.0.0.1:9"), "--admin-token-env"),
-    (("--target", "h:1", "--admin-token-env", "CAPCON_TEST_UNSET_VARIABLE"), "not set"),
-    (("--target", "h:1", "--admin-token-env", "CAPCON_TEST_SHORT_TOKEN"), "shorter than 16"),
-    (("--target", "h:1", "--hosted-key-env", "K"), "--hosted-url"),
-    (("--target", "h:1", "--off-peak", "25:00"), "--off-peak"),
-    (("--target", "h:1", "--hosted-url", "http://h:2/v1?key=secret"), "without a query"),
-    (("no-such-plan.yaml",), "no-such-plan.yaml"),
-    ((str(PLAN), "--prompts-may-leave"), "prompts_may_leave: false"),
-    ((str(PLAN),), "no replicas"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        ((), "no replicas"),
+        (("--target", "http//host:8000"), "mistyped scheme"),
+        (("--target", "h:1", "--listen", "nowhere"), "expected HOST:PORT"),
+        (("--target", "h:1", "--listen", "127.0.0.1:70000"), "0 to 65535"),
+        (("--target", "h:1", "--max-queue", "-1"), "--max-queue"),
+        (("--target", "h:1", "--max-wait", "0"), "--max-wait"),
+        (("--target", "h:1", "--max-wait", "nan"), "--max-wait"),
+        (("--target", "h:1", "--instances", "0"), "--instances"),
+        (("--target", "h:1", "--mode", "bounded_queue"), "--max-inflight"),
+        (
+            ("--target", "h:1", "--mode", "hosted", "--max-inflight", "2", "--hosted-url", "http://h:2"),
+            "prompts may not leave",
+        ),
+        (("--target", "h:1", "--mode", "hosted", "--max-inflight", "2", "--prompts-may-leave"), "no hosted endpoint"),
+        (("--target", "h:1", "--admin", "127.0.0.1:9"), "--admin-token-env"),
+        (("--target", "h:1", "--admin-token-env", "CAPCON_TEST_UNSET_VARIABLE"), "not set"),
+        (("--target", "h:1", "--admin-token-env", "CAPCON_TEST_SHORT_TOKEN"), "shorter than 16"),
+        (("--target", "h:1", "--hosted-key-env", "K"), "--hosted-url"),
+        (("--target", "h:1", "--off-peak", "25:00"), "--off-peak"),
+        (("--target", "h:1", "--hosted-url", "http://h:2/v1?key=secret"), "without a query"),
+        (("no-such-plan.yaml",), "no-such-plan.yaml"),
+        ((str(PLAN), "--prompts-may-leave"), "prompts_may_leave: false"),
+        ((str(PLAN),), "no replicas"),
+    ],
+)
 def test_bad_options_are_one_line_and_exit_2(capsys, monkeypatch, argv, words):
     monkeypatch.setenv("CAPCON_TEST_SHORT_TOKEN", "short")
     monkeypatch.delenv("CAPCON_TEST_UNSET_VARIABLE", raising=False)
@@ -77,8 +82,20 @@ def test_a_plan_sets_the_policy_and_the_cap(monkeypatch):
 
     parser = argparse.ArgumentParser()
     verb.add_parser(parser.add_subparsers())
-    args = parser.parse_args(["gateway", str(PLAN), "--target", "127.0.0.1:8001", "--target", "127.0.0.1:8002",
-                              "--instances", "2", "--admin-token-env", "CAPCON_TEST_TOKEN"])
+    args = parser.parse_args(
+        [
+            "gateway",
+            str(PLAN),
+            "--target",
+            "127.0.0.1:8001",
+            "--target",
+            "127.0.0.1:8002",
+            "--instances",
+            "2",
+            "--admin-token-env",
+            "CAPCON_TEST_TOKEN",
+        ]
+    )
     monkeypatch.setenv("CAPCON_TEST_TOKEN", TOKEN)
     config = build_config(args)
     assert config.targets == ("http://127.0.0.1:8001", "http://127.0.0.1:8002")
@@ -92,10 +109,32 @@ async def test_sigterm_answers_queued_requests_503_lets_the_stream_finish_and_ex
     async with sim_fleet(1) as fleet:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "CAPCON_TEST_TOKEN": TOKEN}
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "console.gateway", "--target", fleet.urls[0], "--mode", "bounded_queue",
-            "--max-inflight", "1", "--max-queue", "10", "--max-wait", "60", "--listen", "127.0.0.1:0",
-            "--admin", "127.0.0.1:0", "--admin-token-env", "CAPCON_TEST_TOKEN", "--drain-timeout", "20",
-            cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            sys.executable,
+            "-m",
+            "console.gateway",
+            "--target",
+            fleet.urls[0],
+            "--mode",
+            "bounded_queue",
+            "--max-inflight",
+            "1",
+            "--max-queue",
+            "10",
+            "--max-wait",
+            "60",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin",
+            "127.0.0.1:0",
+            "--admin-token-env",
+            "CAPCON_TEST_TOKEN",
+            "--drain-timeout",
+            "20",
+            cwd=REPO,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         try:
             lines = []
             url = admin = None

@@ -31,14 +31,17 @@ def at(text: str) -> float:
     return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
 
 
-@pytest.mark.parametrize("window, now, seconds", [
-    ("22:00-06:00", "2026-12-01T21:00:00", 3600.0),
-    ("22:00-06:00", "2026-12-01T23:00:00", 0.0),
-    ("22:00-06:00", "2026-12-02T05:59:00", 0.0),
-    ("22:00-06:00", "2026-12-02T06:00:00", 16 * 3600.0),
-    ("01:30-03:00", "2026-12-01T01:00:00", 1800.0),
-    ("22:00", "2026-12-01T12:00:00", 10 * 3600.0),
-])
+@pytest.mark.parametrize(
+    "window, now, seconds",
+    [
+        ("22:00-06:00", "2026-12-01T21:00:00", 3600.0),
+        ("22:00-06:00", "2026-12-01T23:00:00", 0.0),
+        ("22:00-06:00", "2026-12-02T05:59:00", 0.0),
+        ("22:00-06:00", "2026-12-02T06:00:00", 16 * 3600.0),
+        ("01:30-03:00", "2026-12-01T01:00:00", 1800.0),
+        ("22:00", "2026-12-01T12:00:00", 10 * 3600.0),
+    ],
+)
 def test_the_next_daily_off_peak_window(window, now, seconds):
     assert seconds_to_daily_window(parse_window(window), at(now)) == pytest.approx(seconds)
 
@@ -59,10 +62,15 @@ def test_the_next_idle_window_of_the_plans_week():
     assert seconds_to_idle_window(windows, at("2026-11-30T11:00:00"), "Europe/Rome") == 8 * 3600.0
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("127.0.0.1:8080", ("127.0.0.1", 8080)), (":8080", ("0.0.0.0", 8080)), ("[::1]:0", ("::1", 0)),
-    ("gateway.internal:80", ("gateway.internal", 80)),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("127.0.0.1:8080", ("127.0.0.1", 8080)),
+        (":8080", ("0.0.0.0", 8080)),
+        ("[::1]:0", ("::1", 0)),
+        ("gateway.internal:80", ("gateway.internal", 80)),
+    ],
+)
 def test_listen_addresses(text, expected):
     assert host_port(text, "--listen") == expected
 

@@ -38,8 +38,13 @@ ALLOWED = gateway_plan(prompts_may_leave=True)
 
 
 def hosted_options(endpoint, key: str = HOSTED_KEY, **more) -> dict:
-    return {"plan": ALLOWED, "hosted_url": endpoint.url, "hosted_models": {"*": HOSTED_MODEL}, "hosted_key": key,
-            **more}
+    return {
+        "plan": ALLOWED,
+        "hosted_url": endpoint.url,
+        "hosted_models": {"*": HOSTED_MODEL},
+        "hosted_key": key,
+        **more,
+    }
 
 
 async def busy(session, server, tokens: int = 60):
@@ -50,10 +55,16 @@ async def busy(session, server, tokens: int = 60):
 
 
 async def test_hosted_is_refused_while_prompts_may_not_leave(session):
-    async with hosted_endpoint() as endpoint, sim_fleet(1) as fleet, \
-            gateway(fleet.urls, planned_cap=1, hosted_url=endpoint.url, hosted_key=HOSTED_KEY) as server:
-        async with session.put(server.admin_url + "/admin/policy", json={"mode": "hosted", "reason": "spike"},
-                               headers={"Authorization": "Bearer admin-token-0123456789abcdef"}) as response:
+    async with (
+        hosted_endpoint() as endpoint,
+        sim_fleet(1) as fleet,
+        gateway(fleet.urls, planned_cap=1, hosted_url=endpoint.url, hosted_key=HOSTED_KEY) as server,
+    ):
+        async with session.put(
+            server.admin_url + "/admin/policy",
+            json={"mode": "hosted", "reason": "spike"},
+            headers={"Authorization": "Bearer admin-token-0123456789abcdef"},
+        ) as response:
             assert response.status == 400
             error = (await response.json())["error"]
             assert error["param"] == "mode" and "prompts_may_leave" in error["message"]
@@ -66,8 +77,11 @@ async def test_hosted_is_refused_while_prompts_may_not_leave(session):
 
 
 async def test_hosted_past_the_threshold_maps_the_model_and_counts_its_tokens(session):
-    async with hosted_endpoint() as endpoint, sim_fleet(1) as fleet, \
-            gateway(fleet.urls, planned_cap=1, hosted_price_per_million=2.0, **hosted_options(endpoint)) as server:
+    async with (
+        hosted_endpoint() as endpoint,
+        sim_fleet(1) as fleet,
+        gateway(fleet.urls, planned_cap=1, hosted_price_per_million=2.0, **hosted_options(endpoint)) as server,
+    ):
         assert (await switch(session, server, mode="hosted", hosted_after_queue=0)).status == 200
         holder = await busy(session, server)
         whole = await send(session, server.url, completion(max_tokens=6))
@@ -124,8 +138,12 @@ async def test_defer_hold_releases_the_batch_queue_only_while_the_fleet_has_room
     async with sim_fleet(1) as fleet, gateway(fleet.urls, planned_cap=2, batch_release_share=0.5) as server:
         await switch(session, server, mode="defer", defer_action="hold", max_batch_queue=2)
         holder = await busy(session, server, tokens=30)  # 1 in flight: at half the cap of 2, no room for batch
-        held = [asyncio.create_task(send(session, server.url, completion(max_tokens=2),
-                                         headers={"x-capcon-class": "deferrable"})) for _ in range(2)]
+        held = [
+            asyncio.create_task(
+                send(session, server.url, completion(max_tokens=2), headers={"x-capcon-class": "deferrable"})
+            )
+            for _ in range(2)
+        ]
         assert await until(lambda: len(server.batch) == 2)
         full = await send(session, server.url, completion(), headers={"x-capcon-class": "deferrable"})
         assert full.status == 429 and full.error["code"] == "batch_queue_full"
@@ -137,17 +155,22 @@ async def test_defer_hold_releases_the_batch_queue_only_while_the_fleet_has_room
 
 
 async def test_switches_between_all_modes_under_load_give_every_request_exactly_one_answer(session):
-    async with hosted_endpoint() as endpoint, sim_fleet(2) as fleet, \
-            gateway(fleet.urls, planned_cap=2, off_peak=lambda now: 3600.0, **hosted_options(endpoint)) as server:
-        switches = itertools.cycle([
-            {"mode": "pass"},
-            {"mode": "bounded_queue", "max_queue": 3, "max_wait_seconds": 0.5},
-            {"mode": "hosted", "hosted_after_queue": 2},
-            {"mode": "defer", "defer_action": "reject"},
-            {"mode": "defer", "defer_action": "hold", "max_batch_queue": 5},
-            {"mode": "pass", "max_inflight_per_replica": 1},
-            {"mode": "bounded_queue", "max_queue": 0, "max_wait_seconds": 0.2},
-        ])
+    async with (
+        hosted_endpoint() as endpoint,
+        sim_fleet(2) as fleet,
+        gateway(fleet.urls, planned_cap=2, off_peak=lambda now: 3600.0, **hosted_options(endpoint)) as server,
+    ):
+        switches = itertools.cycle(
+            [
+                {"mode": "pass"},
+                {"mode": "bounded_queue", "max_queue": 3, "max_wait_seconds": 0.5},
+                {"mode": "hosted", "hosted_after_queue": 2},
+                {"mode": "defer", "defer_action": "reject"},
+                {"mode": "defer", "defer_action": "hold", "max_batch_queue": 5},
+                {"mode": "pass", "max_inflight_per_replica": 1},
+                {"mode": "bounded_queue", "max_queue": 0, "max_wait_seconds": 0.2},
+            ]
+        )
         done = asyncio.Event()
         applied = []
 

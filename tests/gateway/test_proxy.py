@@ -44,11 +44,16 @@ async def test_streams_are_passed_on_chunk_by_chunk_and_whole_answers_intact(ses
         whole = await send(session, server.url, completion(max_tokens=5))
         assert whole.status == 200
         import json
+
         data = json.loads(whole.body)
         assert data["usage"]["completion_tokens"] == 5 and data["choices"][0]["text"]
 
-        chat = await send(session, server.url, {"model": MODEL, "messages": [{"role": "user", "content": "hi"}],
-                                                "max_tokens": 4, "stream": True}, path="/v1/chat/completions")
+        chat = await send(
+            session,
+            server.url,
+            {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "stream": True},
+            path="/v1/chat/completions",
+        )
         assert chat.status == 200 and chat.done and chat.chunks == 1 + 4  # the role chunk, then a token each
 
         async with session.get(server.url + "/v1/models") as response:
@@ -63,8 +68,9 @@ async def test_streams_are_passed_on_chunk_by_chunk_and_whole_answers_intact(ses
 
 async def test_least_outstanding_requests_spread_the_load(session):
     async with sim_fleet(2) as fleet, gateway(fleet.urls, planned_cap=10) as server:
-        tasks = [asyncio.create_task(send(session, server.url, completion(max_tokens=20, stream=True)))
-                 for _ in range(6)]
+        tasks = [
+            asyncio.create_task(send(session, server.url, completion(max_tokens=20, stream=True))) for _ in range(6)
+        ]
         assert await until(lambda: server.in_flight() == 6)
         assert sorted(r.in_flight for r in server.replicas) == [3, 3]
         assert all(a.status == 200 and a.done for a in await asyncio.gather(*tasks))
@@ -108,8 +114,9 @@ async def test_a_replica_that_refuses_connections_is_skipped_then_used_again(ses
         assert not server.replicas[0].healthy and server.replicas[1].answered == 6
         await fleet.clear_fault(0, "down")
         assert await until(lambda: server.replicas[0].healthy)  # the health checks retry it
-        tasks = [asyncio.create_task(send(session, server.url, completion(max_tokens=10, stream=True)))
-                 for _ in range(4)]
+        tasks = [
+            asyncio.create_task(send(session, server.url, completion(max_tokens=10, stream=True))) for _ in range(4)
+        ]
         await asyncio.gather(*tasks)
         assert server.replicas[0].answered >= 1
 
@@ -128,22 +135,27 @@ async def test_every_replica_down_is_503_with_retry_after(session):
             assert response.status == 503 and "Retry-After" in response.headers
 
 
-@pytest.mark.parametrize("data, headers, status, code", [
-    (b"{not json", {}, 400, "invalid_json"),
-    (b"[1, 2]", {}, 400, "invalid_json"),
-    (b"\xff\xfe{}", {}, 400, "invalid_json"),
-    (b"[" * 50_000 + b"]" * 50_000, {}, 400, "invalid_json"),
-    (b'{"model": "llama-70b", "prompt": 12}', {}, 400, "400"),  # the replica's own refusal, in the same shape
-    (b'{"model": 7, "prompt": "x"}', {}, 400, "invalid_model"),
-    (b'{"model": "no-such-model", "prompt": "x"}', {}, 404, "model_not_found"),
-    (b'{"model": "llama-70b", "prompt": "x"}', {"x-capcon-class": "urgent"}, 400, "invalid_class"),
-    (b"x" * (200 * 1024 + 1), {}, 413, "request_too_large"),
-])
-async def test_bad_input_gets_an_error_body_and_retry_after_and_the_gateway_goes_on(session, data, headers, status,
-                                                                                       code):
+@pytest.mark.parametrize(
+    "data, headers, status, code",
+    [
+        (b"{not json", {}, 400, "invalid_json"),
+        (b"[1, 2]", {}, 400, "invalid_json"),
+        (b"\xff\xfe{}", {}, 400, "invalid_json"),
+        (b"[" * 50_000 + b"]" * 50_000, {}, 400, "invalid_json"),
+        (b'{"model": "llama-70b", "prompt": 12}', {}, 400, "400"),  # the replica's own refusal, in the same shape
+        (b'{"model": 7, "prompt": "x"}', {}, 400, "invalid_model"),
+        (b'{"model": "no-such-model", "prompt": "x"}', {}, 404, "model_not_found"),
+        (b'{"model": "llama-70b", "prompt": "x"}', {"x-capcon-class": "urgent"}, 400, "invalid_class"),
+        (b"x" * (200 * 1024 + 1), {}, 413, "request_too_large"),
+    ],
+)
+async def test_bad_input_gets_an_error_body_and_retry_after_and_the_gateway_goes_on(
+    session, data, headers, status, code
+):
     async with sim_fleet(1) as fleet, gateway(fleet.urls, max_body_bytes=200 * 1024) as server:
-        async with session.post(server.url + "/v1/completions", data=data,
-                                headers={"Content-Type": "application/json", **headers}) as response:
+        async with session.post(
+            server.url + "/v1/completions", data=data, headers={"Content-Type": "application/json", **headers}
+        ) as response:
             assert response.status == status
             assert "Retry-After" in response.headers
             error = (await response.json())["error"]

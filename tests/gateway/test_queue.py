@@ -32,8 +32,9 @@ def check_refusal(answer) -> None:
     assert error is not None and error["message"] and error["type"] and error["code"], answer.body
 
 
-async def open_loop(session, url, rate: float, seconds: float, seed: int = 1, body=None, headers=None,
-                    streams: float = 0.3):
+async def open_loop(
+    session, url, rate: float, seconds: float, seed: int = 1, body=None, headers=None, streams: float = 0.3
+):
     """Poisson arrivals at `rate` for `seconds`; every answer, in order of sending."""
     rng = random.Random(seed)
     loop = asyncio.get_running_loop()
@@ -150,5 +151,6 @@ async def test_drain_rate_sets_retry_after(session):
         rate = server.state()["completions_per_second"]
         assert refused.status == 429 and rate > 0
         from console.overflow.admission import retry_after
+
         assert int(refused.headers["Retry-After"]) == retry_after(0, rate, 1.0)
         await holder

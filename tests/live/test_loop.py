@@ -72,7 +72,9 @@ async def test_a_failure_handler_that_raises_ends_the_loop_with_its_error():
         raise error
 
     with pytest.raises(ConnectionError, match="refused"):
-        await bounded(poll_loop(feed_on(ScriptedWatcher(ConnectionError("refused"))), Cadence(0.01), print, failed, polls=2))
+        await bounded(
+            poll_loop(feed_on(ScriptedWatcher(ConnectionError("refused"))), Cadence(0.01), print, failed, polls=2)
+        )
 
 
 async def test_a_wake_during_a_poll_starts_the_next_one_at_once():

@@ -83,7 +83,12 @@ async def test_rates_use_the_oldest_sample_inside_the_window():
 async def test_a_restart_is_shown_once_then_rates_resume():
     base = sample_text(V032_SMALL_KV)
     other = sample_text(V032_IDLE)  # a different process
-    pages = [base, advance(base, counters={"vllm:prompt_tokens_total": 10.0}), other, advance(other, counters={"vllm:prompt_tokens_total": 30.0})]
+    pages = [
+        base,
+        advance(base, counters={"vllm:prompt_tokens_total": 10.0}),
+        other,
+        advance(other, counters={"vllm:prompt_tokens_total": 30.0}),
+    ]
     clock = Clock()
     watcher = Watcher(ScriptedSource(pages), window_seconds=60, interval_seconds=1, clock=clock)
     figures = [f.replicas[0] for f in await run_polls(watcher, clock, 4)]
@@ -94,7 +99,9 @@ async def test_a_restart_is_shown_once_then_rates_resume():
 
 async def test_a_failed_poll_keeps_the_state_and_the_age_of_the_last_good_data():
     clock = Clock()
-    watcher = Watcher(ScriptedSource([sample_text(V032_SMALL_KV), None]), window_seconds=10, interval_seconds=1, clock=clock)
+    watcher = Watcher(
+        ScriptedSource([sample_text(V032_SMALL_KV), None]), window_seconds=10, interval_seconds=1, clock=clock
+    )
     figures = await run_polls(watcher, clock, 4)
     last = figures[-1].replicas[0]
     assert last.state == "timeout" and last.running is None
@@ -145,7 +152,9 @@ class ScrapingPrometheus:
         rows = []
         for instance in self.instances:
             rows.append({"metric": {promql.FIGURE_LABEL: "up", "instance": instance}, "value": [at, "1"]})
-            rows.append({"metric": {promql.FIGURE_LABEL: "scraped_at", "instance": instance}, "value": [at, str(scraped)]})
+            rows.append(
+                {"metric": {promql.FIGURE_LABEL: "scraped_at", "instance": instance}, "value": [at, str(scraped)]}
+            )
         return rows
 
 
@@ -271,13 +280,19 @@ async def test_a_scraped_counter_reset_is_a_restart():
 
 async def test_a_bigger_model_behind_the_same_url_is_a_restart_not_nine_million_requests_a_second():
     # A 7B replaced by a 70B on the same address, its counters larger, the start time not on the page.
-    base = "\n".join(row for row in sample_text(V032_SMALL_KV).splitlines() if not row.startswith("process_start")) + "\n"
+    base = (
+        "\n".join(row for row in sample_text(V032_SMALL_KV).splitlines() if not row.startswith("process_start")) + "\n"
+    )
     later = advance(base, counters={"vllm:request_success_total": 1.0})
-    swapped = advance(base.replace('model_name="tiny"', 'model_name="llama-70b"'),
-                      counters={"vllm:request_success_total": 90_528_700.0})
+    swapped = advance(
+        base.replace('model_name="tiny"', 'model_name="llama-70b"'),
+        counters={"vllm:request_success_total": 90_528_700.0},
+    )
     after = advance(swapped, counters={"vllm:request_success_total": 5.0})
     clock = Clock()
-    watcher = Watcher(ScriptedSource([base, later, swapped, after]), window_seconds=60, interval_seconds=10, clock=clock)
+    watcher = Watcher(
+        ScriptedSource([base, later, swapped, after]), window_seconds=60, interval_seconds=10, clock=clock
+    )
     figures = [f.replicas[0] for f in await run_polls(watcher, clock, 4, step=10.0)]
     assert [f.state for f in figures] == ["up", "up", "restarted", "up"]
     assert "model tiny -> llama-70b" in figures[2].error
@@ -286,8 +301,10 @@ async def test_a_bigger_model_behind_the_same_url_is_a_restart_not_nine_million_
 
 
 async def test_an_infinite_gauge_on_one_replica_does_not_take_the_console_down():
-    hostile = sample_text(V032_SMALL_KV).replace('vllm:num_requests_waiting{engine="0",model_name="tiny"} 0.0',
-                                                 'vllm:num_requests_waiting{engine="0",model_name="tiny"} +Inf')
+    hostile = sample_text(V032_SMALL_KV).replace(
+        'vllm:num_requests_waiting{engine="0",model_name="tiny"} 0.0',
+        'vllm:num_requests_waiting{engine="0",model_name="tiny"} +Inf',
+    )
     async with serve(pages_in_turn(hostile)) as url:
         watcher = Watcher(ScrapeSource([Target("r", url + "/metrics")]), window_seconds=60)
         try:

@@ -73,7 +73,7 @@ def test_escaped_label_values():
 
 
 def test_special_values_and_timestamps():
-    text = "vllm:a NaN\nvllm:b +Inf\nvllm:c -Inf\nvllm:d 1.5e+09 1700000000000\nvllm:e{x=\"1\"} 2 -17\n"
+    text = 'vllm:a NaN\nvllm:b +Inf\nvllm:c -Inf\nvllm:d 1.5e+09 1700000000000\nvllm:e{x="1"} 2 -17\n'
     values = {n: v for n, _, v in parse(text).samples}
     assert math.isnan(values["vllm:a"])
     assert values["vllm:b"] == math.inf and values["vllm:c"] == -math.inf
@@ -81,7 +81,7 @@ def test_special_values_and_timestamps():
 
 
 def test_underscore_spelling_is_mapped_back_to_vllm_colon():
-    text = "# TYPE vllm:prompt_tokens counter\nvllm_prompt_tokens_total{engine=\"0\"} 7.0\n"
+    text = '# TYPE vllm:prompt_tokens counter\nvllm_prompt_tokens_total{engine="0"} 7.0\n'
     assert [(n, v) for n, _, v in parse(text).samples] == [("vllm:prompt_tokens_total", 7.0)]
 
 
@@ -97,7 +97,9 @@ def test_crlf_line_endings():
     assert not page.cut
 
 
-@pytest.mark.parametrize("text", ['vllm:a{x="1"} 3\r\nvllm:b 4', "vllm:a 3\nvllm:b 12", "vllm:a 3\n# HEL", "vllm:a 3\nvllm:b{x="])
+@pytest.mark.parametrize(
+    "text", ['vllm:a{x="1"} 3\r\nvllm:b 4', "vllm:a 3\nvllm:b 12", "vllm:a 3\n# HEL", "vllm:a 3\nvllm:b{x="]
+)
 def test_a_last_line_without_its_line_end_is_cut_and_not_read(text):
     # "vllm:b 12" may be "vllm:b 120" cut short: a smaller number, never one to read.
     page = parse(text)
@@ -116,7 +118,7 @@ def test_a_page_ending_in_a_line_end_or_eof_is_whole(text):
         'vllm:x{a="1"',  # truncated mid-series
         'vllm:x{a="1"} ',  # no value
         'vllm:x{a="1"} one',
-        'vllm:x{a=1} 2',  # unquoted value
+        "vllm:x{a=1} 2",  # unquoted value
         "vllm:x 1 2 3",
         'vllm:x{a="1" b="2"} 1',  # missing comma
     ],
@@ -148,7 +150,9 @@ def test_never_raises_on_arbitrary_text(text):
 
 
 @settings(max_examples=200)
-@given(st.lists(st.sampled_from(["vllm:", "{", "}", '"', "\\", "=", ",", " ", "\n", "1", "NaN", "le", "x"]), max_size=60))
+@given(
+    st.lists(st.sampled_from(["vllm:", "{", "}", '"', "\\", "=", ",", " ", "\n", "1", "NaN", "le", "x"]), max_size=60)
+)
 def test_never_raises_on_format_shaped_garbage(tokens):
     parse("".join(tokens))
 

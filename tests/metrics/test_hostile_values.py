@@ -38,17 +38,27 @@ from .pages import V032_SMALL_KV, advance, data_parallel, relabel, sample_text
 BASE = advance(sample_text(V032_SMALL_KV), gauges={"vllm:num_requests_waiting": 3.0, "vllm:kv_cache_usage_perc": 0.5})
 LATER = advance(
     BASE,
-    counters={"vllm:prompt_tokens_total": 400.0, "vllm:generation_tokens_total": 200.0, "vllm:num_preemptions_total": 1.0},
+    counters={
+        "vllm:prompt_tokens_total": 400.0,
+        "vllm:generation_tokens_total": 200.0,
+        "vllm:num_preemptions_total": 1.0,
+    },
     observations={"vllm:time_to_first_token_seconds": [0.1, 0.3], "vllm:request_prompt_tokens": [100, 300]},
 )
 SHARES = {"kv_usage", "prefix_hit_share"}
 MAY_BE_NEGATIVE = {"data_age_seconds"}
 _SAMPLE_LINE = re.compile(r"^(vllm:[^ {]+)(\{[^}]*\})? (\S+)$", re.M)
-READ_LINES = [m for m in _SAMPLE_LINE.finditer(LATER) if m[1] in FAMILIES or m[1].endswith(("_bucket", "_sum", "_count"))]
+READ_LINES = [
+    m for m in _SAMPLE_LINE.finditer(LATER) if m[1] in FAMILIES or m[1].endswith(("_bucket", "_sum", "_count"))
+]
 
 HOSTILE = st.one_of(
-    st.sampled_from(["NaN", "+Inf", "-Inf", "-7", "-0.5", "57", "1.0000001", "1.5", "1e308", "-1e308", "1e-320", "-0.0"]),
-    st.floats(allow_nan=True, allow_infinity=True).map(lambda v: "NaN" if math.isnan(v) else repr(v).replace("inf", "Inf")),
+    st.sampled_from(
+        ["NaN", "+Inf", "-Inf", "-7", "-0.5", "57", "1.0000001", "1.5", "1e308", "-1e308", "1e-320", "-0.0"]
+    ),
+    st.floats(allow_nan=True, allow_infinity=True).map(
+        lambda v: "NaN" if math.isnan(v) else repr(v).replace("inf", "Inf")
+    ),
 )
 
 
@@ -97,8 +107,11 @@ def _watch(*pages: tuple[float, TargetResult]) -> list[FleetFigures]:
 @given(st.dictionaries(st.integers(0, len(READ_LINES) - 1), HOSTILE, min_size=1, max_size=4), st.booleans())
 def test_hostile_values_on_a_real_page_never_escape(changes, hostile_first):
     hostile = _with_values(LATER, changes)
-    pages = [(100.0, _result(hostile, 100.0)), (110.0, _result(LATER, 110.0))] if hostile_first else [
-        (100.0, _result(BASE, 100.0)), (110.0, _result(hostile, 110.0))]
+    pages = (
+        [(100.0, _result(hostile, 100.0)), (110.0, _result(LATER, 110.0))]
+        if hostile_first
+        else [(100.0, _result(BASE, 100.0)), (110.0, _result(hostile, 110.0))]
+    )
     for fleet in _watch(*pages):
         for figures in (*fleet.replicas, fleet.fleet):
             assert_sane(figures)
@@ -137,14 +150,20 @@ def test_an_impossible_value_is_unknown_with_the_reason_on_the_replica(line, val
 
 
 def test_a_kv_share_a_rounding_over_one_reads_as_one():
-    text = LATER.replace('vllm:kv_cache_usage_perc{engine="0",model_name="tiny"} 0.5', 'vllm:kv_cache_usage_perc{engine="0",model_name="tiny"} 1.0000001')
+    text = LATER.replace(
+        'vllm:kv_cache_usage_perc{engine="0",model_name="tiny"} 0.5',
+        'vllm:kv_cache_usage_perc{engine="0",model_name="tiny"} 1.0000001',
+    )
     sample = sample_from_page(parse(text), 1.0)
     assert dict(sample.kv_usage_by_engine) == {"0": 1.0} and not sample.doubtful
 
 
 def test_one_engines_impossible_value_makes_the_replicas_figure_unknown_not_a_partial_sum():
     text = data_parallel(LATER, 2)
-    text = text.replace('vllm:num_requests_running{engine="1",model_name="tiny"} 0.0', 'vllm:num_requests_running{engine="1",model_name="tiny"} -7.0')
+    text = text.replace(
+        'vllm:num_requests_running{engine="1",model_name="tiny"} 0.0',
+        'vllm:num_requests_running{engine="1",model_name="tiny"} -7.0',
+    )
     sample = sample_from_page(parse(text), 1.0)
     assert sample.running is None and "running" in sample.doubtful and sample.waiting == 6.0
 
@@ -167,7 +186,23 @@ def recorded_samples(draw, at: float):
     counts = tuple(draw(st.lists(_NUM, min_size=3, max_size=3)))
     return ReplicaSample(
         at=at,
-        counters={name: draw(_NUM) for name in draw(st.sets(st.sampled_from(["requests", "prompt_tokens", "generation_tokens", "preemptions", "prefix_cache_queries", "prefix_cache_hits"])))},
+        counters={
+            name: draw(_NUM)
+            for name in draw(
+                st.sets(
+                    st.sampled_from(
+                        [
+                            "requests",
+                            "prompt_tokens",
+                            "generation_tokens",
+                            "preemptions",
+                            "prefix_cache_queries",
+                            "prefix_cache_hits",
+                        ]
+                    )
+                )
+            )
+        },
         requests_by_reason=draw(st.dictionaries(st.sampled_from(["stop", "length"]), _NUM, max_size=2)),
         running=draw(_ANY),
         waiting=draw(_ANY),
@@ -181,7 +216,9 @@ def recorded_samples(draw, at: float):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(recorded_samples(100.0), recorded_samples(110.0))
 def test_replaying_impossible_recorded_samples_never_escapes(older, newer):
-    fleets = _watch((100.0, TargetResult("r", "u", "up", older, "", 100.0)), (110.0, TargetResult("r", "u", "up", newer, "", 110.0)))
+    fleets = _watch(
+        (100.0, TargetResult("r", "u", "up", older, "", 100.0)), (110.0, TargetResult("r", "u", "up", newer, "", 110.0))
+    )
     for fleet in fleets:
         for figures in (*fleet.replicas, fleet.fleet):
             assert_sane(figures)
@@ -199,11 +236,18 @@ def test_a_recorded_infinite_gauge_is_unknown_on_replay():
 
 # --- figures made elsewhere (Prometheus' answers, a recording's JSON) -------------------------
 
-_NUMBER_FIELDS = [f.name for f in fields(Figures) if f.name not in ("name", "url", "state", "error") and not f.name.endswith(("_by_reason", "_by_engine"))]
+_NUMBER_FIELDS = [
+    f.name
+    for f in fields(Figures)
+    if f.name not in ("name", "url", "state", "error") and not f.name.endswith(("_by_reason", "_by_engine"))
+]
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.fixed_dictionaries(dict.fromkeys(_NUMBER_FIELDS, _ANY)), st.dictionaries(st.sampled_from(["0", "1"]), _NUM, max_size=2))
+@given(
+    st.fixed_dictionaries(dict.fromkeys(_NUMBER_FIELDS, _ANY)),
+    st.dictionaries(st.sampled_from(["0", "1"]), _NUM, max_size=2),
+)
 def test_vetted_figures_are_always_possible_and_keep_what_was_possible(values, kv_by_engine):
     figures = Figures(name="r", url="u", state="up", kv_usage_by_engine=kv_by_engine, **values)
     vetted = vetted_figures(figures)
@@ -220,7 +264,9 @@ def test_vetted_figures_are_always_possible_and_keep_what_was_possible(values, k
 
 
 def test_possible_figures_come_back_as_they_are():
-    figures = Figures(name="r", url="u", state="up", requests_per_second=2.5, kv_usage=0.4, kv_usage_by_engine={"0": 0.4})
+    figures = Figures(
+        name="r", url="u", state="up", requests_per_second=2.5, kv_usage=0.4, kv_usage_by_engine={"0": 0.4}
+    )
     assert vetted_figures(figures) is figures
 
 
@@ -235,6 +281,7 @@ def test_a_rate_over_a_tiny_interval_that_overflows_is_unknown():
 
 # --- a different model behind the same URL is a restart, never a rate -------------------------
 
+
 def _pair(older_text: str, newer_text: str):
     older = sample_from_page(parse(older_text, FAMILIES), 100.0)
     newer = sample_from_page(parse(newer_text, FAMILIES), 110.0)
@@ -242,7 +289,9 @@ def _pair(older_text: str, newer_text: str):
 
 
 NO_START = "\n".join(line for line in BASE.splitlines() if not line.startswith("process_start_time_seconds")) + "\n"
-NO_START_LATER = "\n".join(line for line in LATER.splitlines() if not line.startswith("process_start_time_seconds")) + "\n"
+NO_START_LATER = (
+    "\n".join(line for line in LATER.splitlines() if not line.startswith("process_start_time_seconds")) + "\n"
+)
 
 
 @pytest.mark.parametrize(
@@ -256,11 +305,16 @@ NO_START_LATER = "\n".join(line for line in LATER.splitlines() if not line.start
 )
 def test_another_model_behind_the_url_is_a_restart_even_with_larger_counters(change, reason):
     # A 70B in place of a 7B: every counter larger, no process start time to tell (a proxy, an exporter).
-    bigger = advance(change(NO_START_LATER), counters={"vllm:request_success_total": 9_052_870.0 * 10, "vllm:prompt_tokens_total": 1e9})
+    bigger = advance(
+        change(NO_START_LATER),
+        counters={"vllm:request_success_total": 9_052_870.0 * 10, "vllm:prompt_tokens_total": 1e9},
+    )
     older, newer = _pair(NO_START, bigger)
     assert restarted(older, newer) and reason in restart_reason(older, newer)
     assert replica_window(older, newer) is None
-    [_, fleet] = _watch((100.0, TargetResult("r", "u", "up", older, "", 100.0)), (110.0, TargetResult("r", "u", "up", newer, "", 110.0)))
+    [_, fleet] = _watch(
+        (100.0, TargetResult("r", "u", "up", older, "", 100.0)), (110.0, TargetResult("r", "u", "up", newer, "", 110.0))
+    )
     replica = fleet.replicas[0]
     assert replica.state == "restarted" and reason in replica.error
     assert replica.requests_per_second is None and replica.prompt_tokens_per_second is None

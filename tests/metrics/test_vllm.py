@@ -221,7 +221,7 @@ def test_multiprocess_pid_label_on_kv_keeps_the_max_per_engine():
     ],
 )
 def test_kv_capacity_from_cache_config_info(labels, expected):
-    text = f'vllm:num_requests_running 0\nvllm:cache_config_info{{{labels}}} 1.0\n'
+    text = f"vllm:num_requests_running 0\nvllm:cache_config_info{{{labels}}} 1.0\n"
     assert sample_of(text).kv_capacity_tokens == expected
 
 
@@ -240,8 +240,16 @@ def two_engine_page(engine0: dict[str, str], engine1: dict[str, str]) -> str:
     "engine0,engine1,by_engine,total",
     [
         pytest.param(BEFORE_033, BEFORE_033, {"0": 224_000.0, "1": 224_000.0}, 448_000.0, id="equal engines"),
-        pytest.param({}, {"kv_cache_size_tokens": "4096"}, {"0": 2048.0, "1": 4096.0}, 6144.0, id="kept apart per engine label"),
-        pytest.param(BEFORE_033, {**BEFORE_033, "num_gpu_blocks": "None"}, {"0": 224_000.0}, None, id="one engine without a figure"),
+        pytest.param(
+            {}, {"kv_cache_size_tokens": "4096"}, {"0": 2048.0, "1": 4096.0}, 6144.0, id="kept apart per engine label"
+        ),
+        pytest.param(
+            BEFORE_033,
+            {**BEFORE_033, "num_gpu_blocks": "None"},
+            {"0": 224_000.0},
+            None,
+            id="one engine without a figure",
+        ),
     ],
 )
 def test_kv_capacity_is_kept_per_engine(engine0, engine1, by_engine, total):
@@ -260,7 +268,14 @@ def test_kv_capacity_of_a_single_engine_page_is_keyed_by_its_engine():
 def test_cache_config_repeated_for_one_engine_counts_once():
     # Multiprocess mode may write one series per process (a `pid` label) for the same engine.
     line = next(row for row in sample_text(V032_SMALL_KV).splitlines() if row.startswith(CONFIG + "{"))
-    text = "\n".join([line.replace("{", '{pid="11",', 1), line.replace("{", '{pid="12",', 1), 'vllm:num_requests_running{engine="0"} 0', ""])
+    text = "\n".join(
+        [
+            line.replace("{", '{pid="11",', 1),
+            line.replace("{", '{pid="12",', 1),
+            'vllm:num_requests_running{engine="0"} 0',
+            "",
+        ]
+    )
     sample = sample_of(text)
     assert dict(sample.kv_capacity_tokens_by_engine) == {"0": 2048.0}
     assert sample.kv_capacity_tokens == 2048.0

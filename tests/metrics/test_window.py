@@ -52,8 +52,9 @@ def test_histogram_quantile_corners():
     assert histogram_quantile(-0.1, BOUNDS, COUNTS) == -INF
     assert histogram_quantile(1.5, BOUNDS, COUNTS) == INF
     # Non-monotonic buckets (scrape skew) are made monotonic first, as Prometheus does.
-    assert histogram_quantile(0.5, BOUNDS, (2.0, 6.0, 5.0, 10.0)) == histogram_quantile(0.5, BOUNDS, (2.0, 6.0, 6.0, 10.0))
-
+    assert histogram_quantile(0.5, BOUNDS, (2.0, 6.0, 5.0, 10.0)) == histogram_quantile(
+        0.5, BOUNDS, (2.0, 6.0, 6.0, 10.0)
+    )
 
 
 def base_text() -> str:
@@ -154,8 +155,16 @@ def test_a_missing_figure_stays_unknown():
 def two_replicas():
     text = base_text()
     fast = advance(text, observations={"vllm:time_to_first_token_seconds": [0.03] * 10})
-    slow = advance(text, observations={"vllm:time_to_first_token_seconds": [0.3] * 10}, gauges={"vllm:kv_cache_usage_perc": 0.9, "vllm:num_requests_running": 4.0})
-    fast = advance(fast, counters={"vllm:prompt_tokens_total": 100.0}, gauges={"vllm:kv_cache_usage_perc": 0.2, "vllm:num_requests_running": 1.0})
+    slow = advance(
+        text,
+        observations={"vllm:time_to_first_token_seconds": [0.3] * 10},
+        gauges={"vllm:kv_cache_usage_perc": 0.9, "vllm:num_requests_running": 4.0},
+    )
+    fast = advance(
+        fast,
+        counters={"vllm:prompt_tokens_total": 100.0},
+        gauges={"vllm:kv_cache_usage_perc": 0.2, "vllm:num_requests_running": 1.0},
+    )
     pairs = [(sample_at(text, 0.0), sample_at(fast, 10.0)), (sample_at(text, 0.0), sample_at(slow, 10.0))]
     figures = [replica_figures(o, n, name, "u") for (o, n), name in zip(pairs, ("fast", "slow"))]
     return pairs, figures
@@ -195,7 +204,9 @@ def two_engine_text(usage0: float, usage1: float, blocks0: str = "14000", blocks
     text = data_parallel(base_text(), 2)
     for engine, usage, blocks in (("0", usage0, blocks0), ("1", usage1, blocks1)):
         where = f'engine="{engine}"'
-        text = relabel(text, "vllm:cache_config_info", where, kv_cache_size_tokens="None", num_gpu_blocks=blocks, block_size="16")
+        text = relabel(
+            text, "vllm:cache_config_info", where, kv_cache_size_tokens="None", num_gpu_blocks=blocks, block_size="16"
+        )
         text = advance(text, gauges={"vllm:kv_cache_usage_perc": usage}, where=where)
     return text
 

@@ -38,27 +38,56 @@ def load(*in_flight: int, queued: int = 0, down: tuple[int, ...] = (), rate: flo
         pytest.param(BOUNDED, load(1, 1), Forward("r0"), id="ties go to the first listed"),
         pytest.param(BOUNDED, load(0, 0, down=(0,)), Forward("r1"), id="an unhealthy replica is skipped"),
         pytest.param(BOUNDED, load(2, 2), Wait("interactive", NOW + 5.0), id="all at the cap: wait with a deadline"),
-        pytest.param(BOUNDED, load(0, 2, queued=1), Wait("interactive", NOW + 5.0),
-                     id="first come first served: no overtaking the queue"),
+        pytest.param(
+            BOUNDED,
+            load(0, 2, queued=1),
+            Wait("interactive", NOW + 5.0),
+            id="first come first served: no overtaking the queue",
+        ),
         pytest.param(BOUNDED, load(2, 2, queued=3), Wait("interactive", NOW + 5.0), id="one place left"),
-        pytest.param(BOUNDED, load(2, 2, queued=4),
-                     Refuse(429, "queue_full", "the fleet is over its capacity: 4 requests are queued, the bound is 4", 3),
-                     id="queue full: refused at once, Retry-After from the drain"),
+        pytest.param(
+            BOUNDED,
+            load(2, 2, queued=4),
+            Refuse(429, "queue_full", "the fleet is over its capacity: 4 requests are queued, the bound is 4", 3),
+            id="queue full: refused at once, Retry-After from the drain",
+        ),
         pytest.param(Policy(mode="pass"), load(50, 70), Forward("r0"), id="pass: no cap unless set"),
-        pytest.param(Policy(mode="pass", max_inflight_per_replica=2), load(2, 2, queued=500), Wait("interactive", None),
-                     id="pass with a cap: waits without bound"),
-        pytest.param(Policy(mode="hosted", hosted_allowed=True, hosted_after_queue=2, max_inflight_per_replica=1),
-                     load(1, 1, queued=2), Hosted(), id="hosted past its threshold"),
-        pytest.param(Policy(mode="hosted", hosted_allowed=True, hosted_after_queue=2, max_inflight_per_replica=1),
-                     load(1, 1, queued=1), Wait("interactive", NOW + 5.0), id="hosted: queue below its threshold"),
-        pytest.param(Policy(mode="hosted", hosted_allowed=False, hosted_after_queue=0, max_inflight_per_replica=1,
-                            max_queue=1), load(1, queued=1), Refuse(429, "queue_full",
-                     "the fleet is over its capacity: 1 requests are queued, the bound is 1", 1),
-                     id="hosted not allowed: the bounded queue"),
-        pytest.param(BOUNDED, load(0, 0, down=(0, 1)),
-                     Refuse(503, "no_replica_available", "no replica of the fleet is answering", 10), id="every replica down"),
-        pytest.param(Policy(mode="hosted", hosted_allowed=True), load(0, down=(0,)), Hosted(),
-                     id="every replica down, hosted allowed"),
+        pytest.param(
+            Policy(mode="pass", max_inflight_per_replica=2),
+            load(2, 2, queued=500),
+            Wait("interactive", None),
+            id="pass with a cap: waits without bound",
+        ),
+        pytest.param(
+            Policy(mode="hosted", hosted_allowed=True, hosted_after_queue=2, max_inflight_per_replica=1),
+            load(1, 1, queued=2),
+            Hosted(),
+            id="hosted past its threshold",
+        ),
+        pytest.param(
+            Policy(mode="hosted", hosted_allowed=True, hosted_after_queue=2, max_inflight_per_replica=1),
+            load(1, 1, queued=1),
+            Wait("interactive", NOW + 5.0),
+            id="hosted: queue below its threshold",
+        ),
+        pytest.param(
+            Policy(mode="hosted", hosted_allowed=False, hosted_after_queue=0, max_inflight_per_replica=1, max_queue=1),
+            load(1, queued=1),
+            Refuse(429, "queue_full", "the fleet is over its capacity: 1 requests are queued, the bound is 1", 1),
+            id="hosted not allowed: the bounded queue",
+        ),
+        pytest.param(
+            BOUNDED,
+            load(0, 0, down=(0, 1)),
+            Refuse(503, "no_replica_available", "no replica of the fleet is answering", 10),
+            id="every replica down",
+        ),
+        pytest.param(
+            Policy(mode="hosted", hosted_allowed=True),
+            load(0, down=(0,)),
+            Hosted(),
+            id="every replica down, hosted allowed",
+        ),
     ],
 )
 def test_interactive_arrivals(policy, state, expected):
@@ -79,10 +108,20 @@ def test_deferrable_work_is_refused_until_off_peak_or_held():
     assert admit(BOUNDED, load(0), "deferrable", NOW) == Forward("r0")
 
 
-@pytest.mark.parametrize("queued, rate, fallback, seconds", [
-    (0, 2.0, 5.0, 1), (9, 2.0, 5.0, 5), (10, 2.0, 5.0, 6), (1000, 2.0, 5.0, 60), (5, None, 5.0, 5), (5, 0.0, 7.2, 8),
-    (5, float("inf"), 5.0, 5), (5, float("nan"), 5.0, 5), (0, 1e-12, 5.0, 60),  # an impossible rate: the fallback
-])
+@pytest.mark.parametrize(
+    "queued, rate, fallback, seconds",
+    [
+        (0, 2.0, 5.0, 1),
+        (9, 2.0, 5.0, 5),
+        (10, 2.0, 5.0, 6),
+        (1000, 2.0, 5.0, 60),
+        (5, None, 5.0, 5),
+        (5, 0.0, 7.2, 8),
+        (5, float("inf"), 5.0, 5),
+        (5, float("nan"), 5.0, 5),
+        (0, 1e-12, 5.0, 60),  # an impossible rate: the fallback
+    ],
+)
 def test_retry_after_is_the_drain_time_from_1_to_60_s(queued, rate, fallback, seconds):
     assert retry_after(queued, rate, fallback) == seconds
 
@@ -102,16 +141,27 @@ def test_timeouts_and_shutdown_are_503_with_retry_after_and_words():
 states = st.builds(
     Load,
     # Replica names are unique in a gateway (its targets are deduplicated): the decision names one replica.
-    replicas=st.lists(st.builds(ReplicaLoad, st.text(min_size=1, max_size=5), st.integers(0, 500), st.booleans()),
-                      max_size=6, unique_by=lambda r: r.name).map(tuple),
-    queued=st.integers(0, 10_000), batch_queued=st.integers(0, 10_000),
+    replicas=st.lists(
+        st.builds(ReplicaLoad, st.text(min_size=1, max_size=5), st.integers(0, 500), st.booleans()),
+        max_size=6,
+        unique_by=lambda r: r.name,
+    ).map(tuple),
+    queued=st.integers(0, 10_000),
+    batch_queued=st.integers(0, 10_000),
     completions_per_second=st.none() | st.floats(allow_nan=True, allow_infinity=True),
     seconds_to_off_peak=st.none() | st.floats(allow_nan=True, allow_infinity=True),
 )
-policies = st.builds(Policy, mode=st.sampled_from(MODES), max_queue=st.integers(0, 100),
-                     max_wait_seconds=st.floats(0.1, 600), max_inflight_per_replica=st.none() | st.integers(1, 50),
-                     hosted_after_queue=st.integers(0, 100), defer_action=st.sampled_from(["reject", "hold"]),
-                     max_batch_queue=st.integers(0, 100), hosted_allowed=st.booleans())
+policies = st.builds(
+    Policy,
+    mode=st.sampled_from(MODES),
+    max_queue=st.integers(0, 100),
+    max_wait_seconds=st.floats(0.1, 600),
+    max_inflight_per_replica=st.none() | st.integers(1, 50),
+    hosted_after_queue=st.integers(0, 100),
+    defer_action=st.sampled_from(["reject", "hold"]),
+    max_batch_queue=st.integers(0, 100),
+    hosted_allowed=st.booleans(),
+)
 
 
 @given(policies, states, st.sampled_from(["interactive", "deferrable"]), st.none() | st.integers(1, 50))

@@ -18,7 +18,12 @@ NOW = 1_000_000.0
 def test_a_switch_keeps_the_plans_parameters_it_does_not_name_and_says_who_and_why():
     switched = parse_switch({"mode": "pass", "reason": "spike is a load test", "actor": "ana"}, PLAN, NOW)
     assert (switched.mode, switched.max_queue, switched.max_wait_seconds) == ("pass", 64, 5.0)
-    assert (switched.actor, switched.reason, switched.set_at, switched.expires_at) == ("ana", "spike is a load test", NOW, None)
+    assert (switched.actor, switched.reason, switched.set_at, switched.expires_at) == (
+        "ana",
+        "spike is a load test",
+        NOW,
+        None,
+    )
     assert not switched.from_plan and PLAN.from_plan
 
 
@@ -30,19 +35,33 @@ def test_a_switch_keeps_the_plans_parameters_it_does_not_name_and_says_who_and_w
         pytest.param({"mode": "drop", "reason": "x"}, "mode", "expected one of", id="unknown mode"),
         pytest.param({"mode": "pass"}, "reason", "required", id="no reason"),
         pytest.param({"mode": "pass", "reason": "   "}, "reason", "required", id="blank reason"),
-        pytest.param({"mode": "pass", "reason": "x", "max_queue": -1}, "max_queue", "from 0 to 100000", id="negative queue"),
-        pytest.param({"mode": "pass", "reason": "x", "max_queue": 1.5}, "max_queue", "whole number", id="fractional queue"),
+        pytest.param(
+            {"mode": "pass", "reason": "x", "max_queue": -1}, "max_queue", "from 0 to 100000", id="negative queue"
+        ),
+        pytest.param(
+            {"mode": "pass", "reason": "x", "max_queue": 1.5}, "max_queue", "whole number", id="fractional queue"
+        ),
         pytest.param({"mode": "pass", "reason": "x", "max_queue": True}, "max_queue", "whole number", id="bool queue"),
-        pytest.param({"mode": "pass", "reason": "x", "max_wait_seconds": 0}, "max_wait_seconds", "over 0", id="no wait"),
-        pytest.param({"mode": "pass", "reason": "x", "max_wait_seconds": float("nan")}, "max_wait_seconds", "over 0",
-                     id="nan wait"),
+        pytest.param(
+            {"mode": "pass", "reason": "x", "max_wait_seconds": 0}, "max_wait_seconds", "over 0", id="no wait"
+        ),
+        pytest.param(
+            {"mode": "pass", "reason": "x", "max_wait_seconds": float("nan")},
+            "max_wait_seconds",
+            "over 0",
+            id="nan wait",
+        ),
         pytest.param({"mode": "pass", "reason": "x", "for": "30x"}, "for", "30m, 2h", id="bad expiry"),
         pytest.param({"mode": "pass", "reason": "x", "for": "30d"}, "for", "at most 7d", id="expiry too long"),
         pytest.param({"mode": "pass", "reason": "x", "for": 0}, "for", "longer than zero", id="zero expiry"),
         pytest.param({"mode": "pass", "reason": "x", "colour": "red"}, "colour", "unknown field", id="unknown field"),
         pytest.param({"mode": "pass", "reason": "x", "": None}, '""', "unknown field", id="unknown field, empty name"),
-        pytest.param({"mode": "defer", "reason": "x", "defer_action": "drop"}, "defer_action", "reject or hold",
-                     id="bad defer action"),
+        pytest.param(
+            {"mode": "defer", "reason": "x", "defer_action": "drop"},
+            "defer_action",
+            "reject or hold",
+            id="bad defer action",
+        ),
         pytest.param({"mode": "hosted", "reason": "x"}, "mode", "prompts_may_leave is false", id="hosted not allowed"),
     ],
 )
@@ -53,7 +72,10 @@ def test_a_bad_switch_names_its_field_and_what_was_expected(body, field, words):
 
 
 def test_hosted_is_accepted_when_prompts_may_leave():
-    assert parse_switch({"mode": "hosted", "reason": "spike", "hosted_after_queue": 8}, HOSTED_OK, NOW).hosted_after_queue == 8
+    assert (
+        parse_switch({"mode": "hosted", "reason": "spike", "hosted_after_queue": 8}, HOSTED_OK, NOW).hosted_after_queue
+        == 8
+    )
 
 
 def test_an_expired_switch_gives_way_to_the_plans_policy():
@@ -64,8 +86,10 @@ def test_an_expired_switch_gives_way_to_the_plans_policy():
     assert in_force(PLAN, PLAN, NOW + 10**9) is PLAN
 
 
-@pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("30m", 1800), ("2h", 7200), ("1d", 86400),
-                                           (45, 45), (2.5, 2.5), (" 1.5h ", 5400)])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("90", 90), ("90s", 90), ("30m", 1800), ("2h", 7200), ("1d", 86400), (45, 45), (2.5, 2.5), (" 1.5h ", 5400)],
+)
 def test_durations(text, seconds):
     assert parse_duration(text, "for") == seconds
 
@@ -93,9 +117,23 @@ json_values = st.recursive(
     max_leaves=10,
 )
 bodies = st.dictionaries(
-    st.sampled_from(["mode", "max_queue", "max_wait_seconds", "max_inflight_per_replica", "hosted_after_queue",
-                     "defer_action", "max_batch_queue", "reason", "actor", "for", "other"]),
-    json_values | st.sampled_from(list(MODES)), max_size=8,
+    st.sampled_from(
+        [
+            "mode",
+            "max_queue",
+            "max_wait_seconds",
+            "max_inflight_per_replica",
+            "hosted_after_queue",
+            "defer_action",
+            "max_batch_queue",
+            "reason",
+            "actor",
+            "for",
+            "other",
+        ]
+    ),
+    json_values | st.sampled_from(list(MODES)),
+    max_size=8,
 )
 
 

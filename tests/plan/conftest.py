@@ -57,7 +57,11 @@ def changed(base: dict, changes: dict) -> dict:
 def write_plan(tmp_path):
     def write(changes: dict | None = None, text: str | None = None, name: str = "plan.yaml") -> Path:
         path = tmp_path / name
-        path.write_text(text if text is not None else yaml.safe_dump(changed(BASE_PLAN, changes or {}), default_flow_style=None, width=1000))
+        path.write_text(
+            text
+            if text is not None
+            else yaml.safe_dump(changed(BASE_PLAN, changes or {}), default_flow_style=None, width=1000)
+        )
         return path
 
     return write

@@ -36,22 +36,57 @@ SECOND = 1.0  # "well under a second": every case here takes a few milliseconds 
 FULL_PLAN = {
     "name": "full",
     "timezone": "Europe/Warsaw",
-    "model": {"name": "m", "parameters": "14.7B", "layers": 48, "kv_heads": 8, "head_dim": 128, "attention_heads": 40,
-              "hidden_size": 5120, "weight_precision": "fp8", "kv_precision": "fp16", "max_model_len": 8192},
-    "gpu": {"preset": "H100-80GB-SXM", "name": "g", "memory_gb": 80, "bandwidth_tb_s": 3.35, "tflops_bf16": 989,
-            "price_per_hour": 3.0},
-    "replica": {"tensor_parallel": 1, "usable_memory_share": 0.9, "overhead_gb_per_gpu": 1, "bandwidth_efficiency": 0.7,
-                "compute_efficiency": 0.57, "max_num_seqs": 128, "block_size": 16},
+    "model": {
+        "name": "m",
+        "parameters": "14.7B",
+        "layers": 48,
+        "kv_heads": 8,
+        "head_dim": 128,
+        "attention_heads": 40,
+        "hidden_size": 5120,
+        "weight_precision": "fp8",
+        "kv_precision": "fp16",
+        "max_model_len": 8192,
+    },
+    "gpu": {
+        "preset": "H100-80GB-SXM",
+        "name": "g",
+        "memory_gb": 80,
+        "bandwidth_tb_s": 3.35,
+        "tflops_bf16": 989,
+        "price_per_hour": 3.0,
+    },
+    "replica": {
+        "tensor_parallel": 1,
+        "usable_memory_share": 0.9,
+        "overhead_gb_per_gpu": 1,
+        "bandwidth_efficiency": 0.7,
+        "compute_efficiency": 0.57,
+        "max_num_seqs": 128,
+        "block_size": 16,
+    },
     "workloads": [
-        {"name": "chat", "kind": "interactive",
-         "arrivals": {"weekday": [2] * 8 + [16, 18] + [17] * 10 + [2] * 4, "weekend": [2] * 24},
-         "tokens": {"input_mean": 1200, "input_p95": 4000, "output_mean": 350, "output_max": 1024},
-         "targets": {"ttft_p95_seconds": 1.0, "tpot_p95_seconds": 0.04, "e2e_p95_seconds": 30, "goodput_share": 0.99},
-         "queue_seconds": 0.3, "burstiness": 1.0},
-        {"name": "summaries", "kind": "deferrable",
-         "arrivals": {"week": [[0.5] * 24 for _ in range(7)]},
-         "tokens": {"input_mean": 3000, "input_p95": 6000, "output_mean": 200, "output_max": 400},
-         "targets": {"ttft_p95_seconds": 60, "tpot_p95_seconds": 0.2}},
+        {
+            "name": "chat",
+            "kind": "interactive",
+            "arrivals": {"weekday": [2] * 8 + [16, 18] + [17] * 10 + [2] * 4, "weekend": [2] * 24},
+            "tokens": {"input_mean": 1200, "input_p95": 4000, "output_mean": 350, "output_max": 1024},
+            "targets": {
+                "ttft_p95_seconds": 1.0,
+                "tpot_p95_seconds": 0.04,
+                "e2e_p95_seconds": 30,
+                "goodput_share": 0.99,
+            },
+            "queue_seconds": 0.3,
+            "burstiness": 1.0,
+        },
+        {
+            "name": "summaries",
+            "kind": "deferrable",
+            "arrivals": {"week": [[0.5] * 24 for _ in range(7)]},
+            "tokens": {"input_mean": 3000, "input_p95": 6000, "output_mean": 200, "output_max": 400},
+            "targets": {"ttft_p95_seconds": 60, "tpot_p95_seconds": 0.2},
+        },
     ],
     "capacity": {"rps_per_replica": 5, "source": "manual", "note": "measured"},
     "redundancy": 1,
@@ -164,27 +199,75 @@ def _with(old: str, new: str) -> str:
 @pytest.mark.parametrize(
     "text, wanted",
     [
-        (_with("  layers: 48", "  layers: " + "9" * 400),
-         r"model\.layers: got 9{40}… \(400 characters\); expected at most 1000 layers$"),
-        (_with("  layers: 48", "  layers: " + "9" * 5000), r"model\.layers: got .*; expected a whole number >= 1 and <= 1000"),
-        (_with("parameters: 14.7B", "parameters: " + "9" * 30 + "T"), r"model\.parameters: got 9+T; expected at most 1e14 parameters$"),
-        (_with("parameters: 14.7B", "parameters: " + "9" * 400 + "T"), r"model\.parameters: got 9{40}… .*; expected at most 1e14 parameters$"),
-        (_with("timezone: Europe/Warsaw", "timezone: Europe"), r"timezone: unknown time zone 'Europe' \(a region: .*\); expected an IANA zone name"),
-        (_with("timezone: Europe/Warsaw", "timezone: " + "A" * 5000),
-         r"timezone: 'A{40}'… \(5,000 characters\) is too long for a time zone name; expected an IANA zone name .*at most 64"),
-        (_with("timezone: Europe/Warsaw", "timezone: ../../etc/passwd"), r"timezone: '\.\./\.\./etc/passwd' is not a time zone name"),
-        (_with("16, 18, 18", "16, 1e300, 18"), r"weekday\[9\]: got 1e300; expected at most 1000000 requests per second$"),
-        (_with("16, 18, 18", "16, 1.0e+300, 18"), r"weekday\[9\]: got 1\.0e\+300; expected at most 1000000 requests per second$"),
-        (_with("16, 18, 18", "16, .inf, 18"), r"weekday\[9\]: got \.inf; expected a number >= 0 and <= 1000000 requests per second$"),
+        (
+            _with("  layers: 48", "  layers: " + "9" * 400),
+            r"model\.layers: got 9{40}… \(400 characters\); expected at most 1000 layers$",
+        ),
+        (
+            _with("  layers: 48", "  layers: " + "9" * 5000),
+            r"model\.layers: got .*; expected a whole number >= 1 and <= 1000",
+        ),
+        (
+            _with("parameters: 14.7B", "parameters: " + "9" * 30 + "T"),
+            r"model\.parameters: got 9+T; expected at most 1e14 parameters$",
+        ),
+        (
+            _with("parameters: 14.7B", "parameters: " + "9" * 400 + "T"),
+            r"model\.parameters: got 9{40}… .*; expected at most 1e14 parameters$",
+        ),
+        (
+            _with("timezone: Europe/Warsaw", "timezone: Europe"),
+            r"timezone: unknown time zone 'Europe' \(a region: .*\); expected an IANA zone name",
+        ),
+        (
+            _with("timezone: Europe/Warsaw", "timezone: " + "A" * 5000),
+            r"timezone: 'A{40}'… \(5,000 characters\) is too long for a time zone name; expected an IANA zone name .*at most 64",
+        ),
+        (
+            _with("timezone: Europe/Warsaw", "timezone: ../../etc/passwd"),
+            r"timezone: '\.\./\.\./etc/passwd' is not a time zone name",
+        ),
+        (
+            _with("16, 18, 18", "16, 1e300, 18"),
+            r"weekday\[9\]: got 1e300; expected at most 1000000 requests per second$",
+        ),
+        (
+            _with("16, 18, 18", "16, 1.0e+300, 18"),
+            r"weekday\[9\]: got 1\.0e\+300; expected at most 1000000 requests per second$",
+        ),
+        (
+            _with("16, 18, 18", "16, .inf, 18"),
+            r"weekday\[9\]: got \.inf; expected a number >= 0 and <= 1000000 requests per second$",
+        ),
         (_with("16, 18, 18", "16, .nan, 18"), r"weekday\[9\]: got \.nan; expected a number >= 0"),
-        (_with("rps_per_replica: 5 ", "rps_per_replica: 1e-300 "),
-         r"capacity\.rps_per_replica: got 1e-300; expected a number >= 0\.001 and <= 100000 requests per second per replica$"),
-        (_with("rps_per_replica: 5 ", "rps_per_replica: .inf "), r"capacity\.rps_per_replica: got \.inf; expected a number >= 0\.001"),
-        (_with("tpot_p95_seconds: 0.040", "tpot_p95_seconds: 1e-300"), r"tpot_p95_seconds: got 1e-300; expected a number >= 0\.0001"),
-        (_with("input_mean: 1200", "input_mean: 1e-300"), r"input_mean: got 1e-300; expected a number >= 1 and <= 1e8 tokens$"),
-        (_with("max_num_seqs: 128", "max_num_seqs: 100000000000"), r"max_num_seqs: got 100000000000; expected at most 16384 requests$"),
-        (_with("name: internal-assistant-18rps", 'name: "fleet\\e[2J"'), r"name: '\\x1b' in 'fleet\\x1b\[2J'; expected printable text"),
-        (_with("name: internal-assistant-18rps", "name: " + "n" * 5000), r"name: 5,000 characters .*; expected at most 200 characters$"),
+        (
+            _with("rps_per_replica: 5 ", "rps_per_replica: 1e-300 "),
+            r"capacity\.rps_per_replica: got 1e-300; expected a number >= 0\.001 and <= 100000 requests per second per replica$",
+        ),
+        (
+            _with("rps_per_replica: 5 ", "rps_per_replica: .inf "),
+            r"capacity\.rps_per_replica: got \.inf; expected a number >= 0\.001",
+        ),
+        (
+            _with("tpot_p95_seconds: 0.040", "tpot_p95_seconds: 1e-300"),
+            r"tpot_p95_seconds: got 1e-300; expected a number >= 0\.0001",
+        ),
+        (
+            _with("input_mean: 1200", "input_mean: 1e-300"),
+            r"input_mean: got 1e-300; expected a number >= 1 and <= 1e8 tokens$",
+        ),
+        (
+            _with("max_num_seqs: 128", "max_num_seqs: 100000000000"),
+            r"max_num_seqs: got 100000000000; expected at most 16384 requests$",
+        ),
+        (
+            _with("name: internal-assistant-18rps", 'name: "fleet\\e[2J"'),
+            r"name: '\\x1b' in 'fleet\\x1b\[2J'; expected printable text",
+        ),
+        (
+            _with("name: internal-assistant-18rps", "name: " + "n" * 5000),
+            r"name: 5,000 characters .*; expected at most 200 characters$",
+        ),
     ],
 )
 def test_the_hostile_values_of_the_issue_are_one_line(tmp_path, text, wanted):
@@ -200,26 +283,49 @@ def test_rps_within_bounds_but_capacity_too_small_for_one_fleet(tmp_path):
     path = tmp_path / "plan.yaml"
     path.write_text(_with("16, 18, 18", "16, 1000000, 18").replace("rps_per_replica: 5 ", "rps_per_replica: 0.001 "))
     line = _refused(path)
-    assert "capacity.rps_per_replica: 0.001 rps per replica for the peak of 1000000 rps needs 1,000,000,000 replicas" in line
-    assert line.endswith(f"expected at most {MAX_PLAN_REPLICAS} replicas for one plan (a larger capacity per replica, or one plan per fleet)")
+    assert (
+        "capacity.rps_per_replica: 0.001 rps per replica for the peak of 1000000 rps needs 1,000,000,000 replicas"
+        in line
+    )
+    assert line.endswith(
+        f"expected at most {MAX_PLAN_REPLICAS} replicas for one plan (a larger capacity per replica, or one plan per fleet)"
+    )
 
 
 def test_extreme_plans_within_the_bounds_give_sane_figures(tmp_path):
     """The edges of the table at once: the largest model on the smallest GPU, at the most traffic."""
-    big = (_with("parameters: 14.7B", "parameters: 100T").replace("  layers: 48", "  layers: 1000")
-           .replace("16, 18, 18", "16, 1000000, 18").replace("rps_per_replica: 5 ", "rps_per_replica: 100 ")
-           .replace("input_mean: 1200", "input_mean: 1").replace("input_p95: 4000", "input_p95: 100000000")
-           .replace("tpot_p95_seconds: 0.040", "tpot_p95_seconds: 0.0001"))
-    small = _with("preset: H100-80GB-SXM", "memory_gb: 0.000001, bandwidth_tb_s: 0.001, tflops_bf16: 0.001, price_per_hour: 10000"
-                  ).replace("gpu:\n  memory_gb", "gpu: {memory_gb").replace("price_per_hour: 10000", "price_per_hour: 10000}")
+    big = (
+        _with("parameters: 14.7B", "parameters: 100T")
+        .replace("  layers: 48", "  layers: 1000")
+        .replace("16, 18, 18", "16, 1000000, 18")
+        .replace("rps_per_replica: 5 ", "rps_per_replica: 100 ")
+        .replace("input_mean: 1200", "input_mean: 1")
+        .replace("input_p95: 4000", "input_p95: 100000000")
+        .replace("tpot_p95_seconds: 0.040", "tpot_p95_seconds: 0.0001")
+    )
+    small = (
+        _with(
+            "preset: H100-80GB-SXM",
+            "memory_gb: 0.000001, bandwidth_tb_s: 0.001, tflops_bf16: 0.001, price_per_hour: 10000",
+        )
+        .replace("gpu:\n  memory_gb", "gpu: {memory_gb")
+        .replace("price_per_hour: 10000", "price_per_hour: 10000}")
+    )
     for name, text in (("big.yaml", big), ("small.yaml", small)):
         path = tmp_path / name
         path.write_text(text)
         _check_sane(path)
 
 
-@pytest.mark.parametrize("text", ["[" * 20000 + "]" * 20000, "- " * 20000 + "x\n", "a:\n" + "".join(" " * i + f"k{i}:\n" for i in range(1, 200)),
-                                  "{a: " * 20000 + "1" + "}" * 20000])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 20000 + "]" * 20000,
+        "- " * 20000 + "x\n",
+        "a:\n" + "".join(" " * i + f"k{i}:\n" for i in range(1, 200)),
+        "{a: " * 20000 + "1" + "}" * 20000,
+    ],
+)
 def test_deep_nesting_is_refused_before_it_is_composed(tmp_path, text):
     path = tmp_path / "deep.yaml"
     path.write_text(text)
@@ -235,13 +341,20 @@ def test_nesting_is_checked_on_text_handed_to_the_loader_too():
 def test_dev_zero_a_fifo_a_directory_a_socket_and_a_huge_file_are_refused_without_reading_them(tmp_path):
     fifo = tmp_path / "fifo.yaml"
     os.mkfifo(fifo)  # nobody writes to it: opening it for reading would wait for ever
-    assert _refused(fifo) == f"capcon plan: {fifo}: is a named pipe (FIFO), not a regular file; expected a plan file (YAML)"
-    assert _refused("/dev/zero") == "capcon plan: /dev/zero: is a character device, not a regular file; expected a plan file (YAML)"
+    assert (
+        _refused(fifo)
+        == f"capcon plan: {fifo}: is a named pipe (FIFO), not a regular file; expected a plan file (YAML)"
+    )
+    assert (
+        _refused("/dev/zero")
+        == "capcon plan: /dev/zero: is a character device, not a regular file; expected a plan file (YAML)"
+    )
     assert _refused(tmp_path) == f"capcon plan: {tmp_path}: is a directory; expected a plan file (YAML)"
     huge = tmp_path / "huge.yaml"
     huge.write_text(BASE_TEXT + "# " + "x" * MAX_PLAN_BYTES + "\n")
-    assert _refused(huge) == (f"capcon plan: {huge}: larger than 256 KB; expected a plan file of at most 256 KB "
-                              "(a plan is a few KB)")
+    assert _refused(huge) == (
+        f"capcon plan: {huge}: larger than 256 KB; expected a plan file of at most 256 KB (a plan is a few KB)"
+    )
     sparse = tmp_path / "sparse.yaml"
     with open(sparse, "wb") as file:
         file.truncate(10**12)  # a terabyte that takes no room
@@ -249,7 +362,9 @@ def test_dev_zero_a_fifo_a_directory_a_socket_and_a_huge_file_are_refused_withou
     with socket.socket(socket.AF_UNIX) as server:
         address = tmp_path / "socket.yaml"
         server.bind(str(address))
-        assert _refused(address) == f"capcon plan: {address}: is a socket, not a regular file; expected a plan file (YAML)"
+        assert (
+            _refused(address) == f"capcon plan: {address}: is a socket, not a regular file; expected a plan file (YAML)"
+        )
 
 
 def test_a_file_just_under_the_cap_is_read(tmp_path):
@@ -271,7 +386,9 @@ def test_text_that_is_not_utf8_or_holds_control_characters_is_one_line(tmp_path)
         parse_plan(BASE_TEXT.replace("on-premises", "on-\udcffpremises"), "inline.yaml")
 
 
-@pytest.mark.parametrize("name", ["Europe", "America/Argentina", "A" * 5000, "../../etc/passwd", "Europe/\x00", "\udcff", "", "Nowhere/City"])
+@pytest.mark.parametrize(
+    "name", ["Europe", "America/Argentina", "A" * 5000, "../../etc/passwd", "Europe/\x00", "\udcff", "", "Nowhere/City"]
+)
 def test_the_zone_validator_refuses_without_an_os_error(name):
     """What `capcon history --tz` uses too (console/plan/zones.py)."""
     with pytest.raises(ZoneNameError) as refused:
@@ -293,30 +410,94 @@ def test_the_zone_validator_takes_every_zone_name():
 _EDGES = sorted({v for limit in LIMITS.values() for v in (limit.low, limit.high) if math.isfinite(v)})
 _NUMBERS = st.one_of(
     st.builds(lambda m, k: f"{m:g}e{k}", st.floats(1, 9.99), st.integers(-330, 330)),
-    st.builds(lambda sign, digit, n: sign + digit * n, st.sampled_from(["", "-", "+"]), st.sampled_from("159"), st.integers(1, 5000)),
-    st.builds(lambda v, scale: repr(v * scale), st.sampled_from(_EDGES), st.sampled_from([1.0, 1.0000001, 0.9999999, -1.0])),
+    st.builds(
+        lambda sign, digit, n: sign + digit * n,
+        st.sampled_from(["", "-", "+"]),
+        st.sampled_from("159"),
+        st.integers(1, 5000),
+    ),
+    st.builds(
+        lambda v, scale: repr(v * scale), st.sampled_from(_EDGES), st.sampled_from([1.0, 1.0000001, 0.9999999, -1.0])
+    ),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
     st.integers(-(10**30), 10**30).map(str),
-    st.builds(lambda n, suffix: f"{n}{suffix}", st.one_of(st.integers(0, 10**20), st.floats(0, 1e20).map(repr)),
-              st.sampled_from(list("kKmMbBtT"))),
+    st.builds(
+        lambda n, suffix: f"{n}{suffix}",
+        st.one_of(st.integers(0, 10**20), st.floats(0, 1e20).map(repr)),
+        st.sampled_from(list("kKmMbBtT")),
+    ),
 )
-_TOKENS = st.sampled_from([
-    "~", "null", "yes", "no", "on", "true", "auto", "0x7fffffffffffffff", "0o777", "1_000_000", "1:30:00", "190:20:30",
-    "2024-01-01", "!!int abc", "!!float x", "!!python/object:os.system x", "!!binary aGVsbG8=", "!!str 5", "!!int 5",
-    "*undefined", "&a 5", ".inf", "-.inf", ".nan", ".NaN", "Europe", "Europe/Warsaw", "UTC", "interactive", "deferrable",
-    "fp8", "H100-80GB-SXM", "'quoted'", '"\\e[2J"', '"\\ud800"', '"\\0"', '"\\x85"', "''", "[]", "{}", "[1, 2]", "{a: 1}",
-    "|\n  block", "- a", "? a", "@", "`", "%", "a: b: c", "'" + "x" * 300 + "'", "x" * 5000,
-])
+_TOKENS = st.sampled_from(
+    [
+        "~",
+        "null",
+        "yes",
+        "no",
+        "on",
+        "true",
+        "auto",
+        "0x7fffffffffffffff",
+        "0o777",
+        "1_000_000",
+        "1:30:00",
+        "190:20:30",
+        "2024-01-01",
+        "!!int abc",
+        "!!float x",
+        "!!python/object:os.system x",
+        "!!binary aGVsbG8=",
+        "!!str 5",
+        "!!int 5",
+        "*undefined",
+        "&a 5",
+        ".inf",
+        "-.inf",
+        ".nan",
+        ".NaN",
+        "Europe",
+        "Europe/Warsaw",
+        "UTC",
+        "interactive",
+        "deferrable",
+        "fp8",
+        "H100-80GB-SXM",
+        "'quoted'",
+        '"\\e[2J"',
+        '"\\ud800"',
+        '"\\0"',
+        '"\\x85"',
+        "''",
+        "[]",
+        "{}",
+        "[1, 2]",
+        "{a: 1}",
+        "|\n  block",
+        "- a",
+        "? a",
+        "@",
+        "`",
+        "%",
+        "a: b: c",
+        "'" + "x" * 300 + "'",
+        "x" * 5000,
+    ]
+)
 _STRINGS = st.text(st.characters(codec="utf-8", exclude_categories=()), max_size=50).map(json.dumps)
 _DEEP = st.builds(lambda n, o, c: o * n + "1" + c * n, st.integers(1, 25000), st.just("["), st.just("]"))
 _SCALARS = st.one_of(_NUMBERS, _TOKENS, _STRINGS)
 _VALUES = st.one_of(
     _SCALARS,
     _DEEP,
-    st.recursive(_SCALARS, lambda inner: st.one_of(
-        st.lists(inner, max_size=30).map(lambda items: "[" + ", ".join(items) + "]"),
-        st.lists(st.tuples(st.sampled_from(["a", "name", "layers", "weekday", "x y"]), inner), max_size=5).map(
-            lambda pairs: "{" + ", ".join(f"{k}: {v}" for k, v in pairs) + "}")), max_leaves=40),
+    st.recursive(
+        _SCALARS,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=30).map(lambda items: "[" + ", ".join(items) + "]"),
+            st.lists(st.tuples(st.sampled_from(["a", "name", "layers", "weekday", "x y"]), inner), max_size=5).map(
+                lambda pairs: "{" + ", ".join(f"{k}: {v}" for k, v in pairs) + "}"
+            ),
+        ),
+        max_leaves=40,
+    ),
 )
 
 
@@ -365,8 +546,11 @@ _PY_SCALARS = st.one_of(
     st.booleans(),
     st.none(),
 )
-_PY_VALUES = st.recursive(_PY_SCALARS, lambda inner: st.one_of(
-    st.lists(inner, max_size=8), st.dictionaries(st.text(max_size=12), inner, max_size=8)), max_leaves=60)
+_PY_VALUES = st.recursive(
+    _PY_SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=8), st.dictionaries(st.text(max_size=12), inner, max_size=8)),
+    max_leaves=60,
+)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -139,7 +139,12 @@ def test_several_plans_in_json_are_one_entry_each_as_watch_once_gives_several_fl
     report = json.loads(out, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
     assert list(report) == ["plans"]
     a, b = report["plans"]
-    assert (a["plan"], a["plan_file"], b["plan"], b["plan_file"]) == ("chat-8b-l40s", str(first), "assistant-70b", str(second))
+    assert (a["plan"], a["plan_file"], b["plan"], b["plan_file"]) == (
+        "chat-8b-l40s",
+        str(first),
+        "assistant-70b",
+        str(second),
+    )
     for entry, path in ((a, first), (b, second)):
         alone = plan_json(path, "--schedule")
         assert {k: v for k, v in entry.items() if k not in ("plan", "plan_file")} == alone

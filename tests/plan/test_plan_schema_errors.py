@@ -62,7 +62,12 @@ def test_missing_section(write_plan, capcon):
         ({"gpu": {"price_per_hour": "cheap"}}, "price_per_hour", "gpu.price_per_hour: got cheap", "a number >= 0"),
         ({"capacity": {"rps_per_replica": [5]}}, "rps_per_replica", "capacity.rps_per_replica: got a list", "a number"),
         ({"data": {"prompts_may_leave": "maybe"}}, "prompts_may_leave", "data.prompts_may_leave", "true or false"),
-        ({"model": {"weight_precision": "int3"}}, "weight_precision", "model.weight_precision: got int3", "one of fp16"),
+        (
+            {"model": {"weight_precision": "int3"}},
+            "weight_precision",
+            "model.weight_precision: got int3",
+            "one of fp16",
+        ),
         ({"model": "llama"}, "model:", "model: got llama", "a mapping with keys name, parameters"),
         ({"workloads": {"name": "chat"}}, "workloads:", "workloads: got a mapping", "a list of workloads"),
     ],
@@ -77,7 +82,11 @@ def test_wrong_type(write_plan, capcon, changes, needle, where, expected):
 @pytest.mark.parametrize(
     "changes,where,expected",
     [
-        ({"capacity": {"rps_per_replica": 0}}, "capacity.rps_per_replica: got 0", "a number >= 0.001 and <= 100000 requests per second per replica"),
+        (
+            {"capacity": {"rps_per_replica": 0}},
+            "capacity.rps_per_replica: got 0",
+            "a number >= 0.001 and <= 100000 requests per second per replica",
+        ),
         ({"capacity": {"rps_per_replica": -5}}, "capacity.rps_per_replica: got -5", "a number >= 0.001"),
         ({"model": {"head_dim": 0}}, "model.head_dim: got 0", "a whole number >= 1"),
         ({"model": {"parameters": -8}}, "model.parameters: got -8", "a positive count"),
@@ -163,7 +172,9 @@ def test_arrivals_need_one_form(write_plan, capcon):
 
 
 def test_a_week_table_needs_seven_days(write_plan, capcon):
-    workload = changed(BASE_PLAN["workloads"][0], {"arrivals": {"weekday": None, "weekend": None, "week": [[1.0] * 24] * 6}})
+    workload = changed(
+        BASE_PLAN["workloads"][0], {"arrivals": {"weekday": None, "weekend": None, "week": [[1.0] * 24] * 6}}
+    )
     message = _error(capcon, write_plan({"workloads": [workload]}))
     assert "workloads[0].arrivals.week: 6 values; expected 7 rows" in message
 
@@ -183,9 +194,13 @@ def test_fleet_needs_exactly_one_source(write_plan, capcon):
     assert "fleet: needs exactly one source" in _error(capcon, write_plan(both))
     path = write_plan({"fleet": {"targets": ["http://127.0.0.1:8000", "ftp://127.0.0.1:8000"]}})
     message = _error(capcon, path)
-    assert message.startswith(f"capcon plan: {path}:{_line_of(path, 'ftp://')}: fleet.targets[1]: got 'ftp://127.0.0.1:8000': ")
+    assert message.startswith(
+        f"capcon plan: {path}:{_line_of(path, 'ftp://')}: fleet.targets[1]: got 'ftp://127.0.0.1:8000': "
+    )
     assert "scheme 'ftp' is not http or https; expected host:port or an http(s) URL" in message
-    assert "fleet.targets[0]: got 'http://:8000': no host or port" in _error(capcon, write_plan({"fleet": {"targets": ["http://:8000"]}}))
+    assert "fleet.targets[0]: got 'http://:8000': no host or port" in _error(
+        capcon, write_plan({"fleet": {"targets": ["http://:8000"]}})
+    )
 
 
 def test_fleet_targets_take_the_forms_target_takes(write_plan):
@@ -216,7 +231,10 @@ def test_goodput_share_is_a_share(write_plan, capcon, share):
     path = write_plan({"workloads": [workload]})
     message = _error(capcon, path)
     expected = "at most 1" if share > 1 else "a number > 0 and <= 1"
-    assert f"{path}:{_line_of(path, 'goodput_share')}: workloads[0].targets.goodput_share: got {share:g}; expected {expected}" in message
+    assert (
+        f"{path}:{_line_of(path, 'goodput_share')}: workloads[0].targets.goodput_share: got {share:g}; expected {expected}"
+        in message
+    )
 
 
 def test_goodput_share_of_one_is_accepted(write_plan):

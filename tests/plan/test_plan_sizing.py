@@ -32,7 +32,9 @@ def _flat(rps: float, **tokens) -> dict:
 def test_the_solution_is_a_fixed_point_of_the_method_loop():
     s = size(_plan())
     per_request_kv_per_gpu = s.tokens_held_per_request * s.kv_bytes_per_token / s.gpus_per_replica
-    step = (s.weight_bytes / s.gpus_per_replica + s.concurrency * per_request_kv_per_gpu) / s.gpu_bandwidth_bytes_per_second
+    step = (
+        s.weight_bytes / s.gpus_per_replica + s.concurrency * per_request_kv_per_gpu
+    ) / s.gpu_bandwidth_bytes_per_second
     assert s.decode_step_seconds == pytest.approx(step, rel=1e-9)
     time_in_system = s.queue_and_prefill_seconds + s.output_tokens_mean * step
     assert s.time_in_system_seconds == pytest.approx(time_in_system, rel=1e-9)
@@ -137,7 +139,11 @@ def test_plan_units_become_si():
             "model": {"parameters": "70e9"},
         }
     )
-    assert (plan.gpu.memory_bytes, plan.gpu.bandwidth_bytes_per_second, plan.gpu.flops_per_second) == (80e9, 2e12, 756e12)
+    assert (plan.gpu.memory_bytes, plan.gpu.bandwidth_bytes_per_second, plan.gpu.flops_per_second) == (
+        80e9,
+        2e12,
+        756e12,
+    )
     assert plan.replica.overhead_bytes_per_gpu == 1.5e9
     assert plan.lead_time_seconds == 720
     assert plan.model.parameters == 70e9

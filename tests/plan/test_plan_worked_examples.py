@@ -33,7 +33,9 @@ WEIGHTS = {
     [(p, q, lo, hi) for p, table in WEIGHTS.items() for q, (lo, hi) in table.items()],
 )
 def test_weight_bytes_match_the_method_table(write_plan, plan_json, parameters, precision, low, high):
-    path = write_plan({"model": {"parameters": parameters, "weight_precision": precision}, "gpu": {"preset": "H200-141GB"}})
+    path = write_plan(
+        {"model": {"parameters": parameters, "weight_precision": precision}, "gpu": {"preset": "H200-141GB"}}
+    )
     weight_gb = plan_json(path)["weight_bytes"] / GB
     assert low - 1e-9 <= weight_gb <= high + 1e-9
 

@@ -54,9 +54,17 @@ async def watch_peaks(metrics_url: str, peaks: Peaks, every: float = 0.25) -> No
             await asyncio.sleep(every)
 
 
-async def drive(base_url: str, requests: int = REQUESTS, concurrency: int = CONCURRENCY, max_tokens: int = MAX_TOKENS, first: int = 0) -> LoadResult:
+async def drive(
+    base_url: str,
+    requests: int = REQUESTS,
+    concurrency: int = CONCURRENCY,
+    max_tokens: int = MAX_TOKENS,
+    first: int = 0,
+) -> LoadResult:
     client = StreamingClient(base_url, SERVED_MODEL)
-    return await client.run(prompts(first + requests, PROMPT_WORDS)[first:], concurrency=concurrency, max_tokens=max_tokens)
+    return await client.run(
+        prompts(first + requests, PROMPT_WORDS)[first:], concurrency=concurrency, max_tokens=max_tokens
+    )
 
 
 async def settled(metrics_url: str, polls: int = 100, every: float = 0.05) -> str:
@@ -66,7 +74,10 @@ async def settled(metrics_url: str, polls: int = 100, every: float = 0.05) -> st
     for _ in range(polls):
         text = await scrape_text(metrics_url)
         done = raw_metrics.total(text, "vllm:request_success_total")
-        idle = raw_metrics.total(text, "vllm:num_requests_running") == 0 and raw_metrics.total(text, "vllm:num_requests_waiting") == 0
+        idle = (
+            raw_metrics.total(text, "vllm:num_requests_running") == 0
+            and raw_metrics.total(text, "vllm:num_requests_waiting") == 0
+        )
         if idle and previous == done:
             return text
         previous = done if idle else None

@@ -47,8 +47,14 @@ async def settled_count(http: aiohttp.ClientSession, url: str) -> float:
 
 
 def body(max_tokens: int, stream: bool, words: int = 12) -> dict:
-    return {"model": SERVED_MODEL, "prompt": " ".join(["the plan holds at peak"] * (words // 5 + 1)),
-            "max_tokens": max_tokens, "ignore_eos": True, "stream": stream, "temperature": 0}
+    return {
+        "model": SERVED_MODEL,
+        "prompt": " ".join(["the plan holds at peak"] * (words // 5 + 1)),
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        "stream": stream,
+        "temperature": 0,
+    }
 
 
 async def streamed(http: aiohttp.ClientSession, url: str, max_tokens: int) -> tuple[int, int, bool]:
@@ -75,8 +81,14 @@ async def whole(http: aiohttp.ClientSession, url: str, max_tokens: int) -> tuple
 @pytest.fixture
 async def gateway(vllm_server):
     """A gateway in pass mode in front of the real vLLM."""
-    server = Gateway(GatewayConfig(targets=(vllm_server.base_url,), plan_policy=Policy(mode="pass"),
-                                   listen=("127.0.0.1", 0), health_interval=1.0))
+    server = Gateway(
+        GatewayConfig(
+            targets=(vllm_server.base_url,),
+            plan_policy=Policy(mode="pass"),
+            listen=("127.0.0.1", 0),
+            health_interval=1.0,
+        )
+    )
     await server.start()
     yield server
     await server.stop(drain_timeout=5.0)
@@ -94,9 +106,14 @@ async def test_the_gateway_carries_real_vllm_answers_whole_and_counts_what_vllm_
     stream_answers, whole_answers = answers[:6], answers[6:]
     assert all(answer == (200, 24, True) for answer in stream_answers), stream_answers
     assert all(answer == (200, 16) for answer in whole_answers), whole_answers
-    forwarded = sum(value for labels, value in raw_metrics.samples(exposition, "capcon_gateway_requests_total")
-                    if labels.get("outcome") == "local")
-    report(f"real vLLM through the gateway: vLLM counted {after - before:.0f} requests, the gateway forwarded {forwarded:.0f}")
+    forwarded = sum(
+        value
+        for labels, value in raw_metrics.samples(exposition, "capcon_gateway_requests_total")
+        if labels.get("outcome") == "local"
+    )
+    report(
+        f"real vLLM through the gateway: vLLM counted {after - before:.0f} requests, the gateway forwarded {forwarded:.0f}"
+    )
     assert after - before == 10 == forwarded
 
 
@@ -125,9 +142,13 @@ async def test_a_client_that_leaves_a_real_stream_stops_vllm_generating_it(vllm_
                 break
             await asyncio.sleep(0.1)
         freed_after = loop.time() - started
-        generated = raw_metrics.total(text, "vllm:generation_tokens_total") - raw_metrics.total(idle, "vllm:generation_tokens_total")
-    report(f"real vLLM: a client leaving a 900-token stream freed vLLM's slot {freed_after:.1f} s later "
-           f"(it had generated {generated:.0f} of its 900 tokens)")
+        generated = raw_metrics.total(text, "vllm:generation_tokens_total") - raw_metrics.total(
+            idle, "vllm:generation_tokens_total"
+        )
+    report(
+        f"real vLLM: a client leaving a 900-token stream freed vLLM's slot {freed_after:.1f} s later "
+        f"(it had generated {generated:.0f} of its 900 tokens)"
+    )
     assert freed, "vLLM went on generating a stream whose client had left"
     # vLLM stopped it early: it never ran out its 900 tokens.
     assert finished(text, "length") == finished(idle, "length")

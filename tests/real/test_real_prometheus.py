@@ -84,7 +84,10 @@ async def all_scraped_after(sources: dict[str, PrometheusSource], moment: float)
 
 async def test_prometheus_source_agrees_with_direct_scrape(vllm_server, prometheus_server, report):
     url = vllm_server.metrics_url
-    live = {job: PrometheusSource(prometheus_server.url, selector, window_seconds=5.0, timeout=5.0) for job, selector in SELECTORS.items()}
+    live = {
+        job: PrometheusSource(prometheus_server.url, selector, window_seconds=5.0, timeout=5.0)
+        for job, selector in SELECTORS.items()
+    }
     await settled(url)
     await all_scraped_after(live, time.time())
 
@@ -131,7 +134,10 @@ async def test_prometheus_source_agrees_with_direct_scrape(vllm_server, promethe
     report(f"  {'figure':30s} {'scrape':>10s} " + " ".join(f"{job:>14s}" for job in through))
     for name in COMPARED:
         values = [getattr(through[job].replicas[0], name) if through[job].replicas else None for job in through]
-        report(f"  {name:30s} {getattr(direct, name):10.4f} " + " ".join(f"{v:14.4f}" if v is not None else f"{'-':>14s}" for v in values))
+        report(
+            f"  {name:30s} {getattr(direct, name):10.4f} "
+            + " ".join(f"{v:14.4f}" if v is not None else f"{'-':>14s}" for v in values)
+        )
 
     for job, figures in through.items():
         assert figures.source_error == "", job
@@ -155,8 +161,18 @@ async def test_prometheus_source_agrees_with_direct_scrape(vllm_server, promethe
 
     # The rewritten jobs really hold only the other spellings.
     assert await series_names(prometheus_server.url, f'{{job="{ESCAPED_JOB}", __name__=~"vllm:.+"}}') == []
-    assert await series_names(prometheus_server.url, f'{{job="{LEGACY_JOB}", __name__=~"vllm:.+|vllm_kv_cache.+|vllm_inter_token.+|vllm_prefix_cache.+", __name__!~".+_created"}}') == []
-    for name in ("vllm_gpu_cache_usage_perc", "vllm_time_per_output_token_seconds_count", "vllm_gpu_prefix_cache_hits_total"):
+    assert (
+        await series_names(
+            prometheus_server.url,
+            f'{{job="{LEGACY_JOB}", __name__=~"vllm:.+|vllm_kv_cache.+|vllm_inter_token.+|vllm_prefix_cache.+", __name__!~".+_created"}}',
+        )
+        == []
+    )
+    for name in (
+        "vllm_gpu_cache_usage_perc",
+        "vllm_time_per_output_token_seconds_count",
+        "vllm_gpu_prefix_cache_hits_total",
+    ):
         assert await series_names(prometheus_server.url, f'{name}{{job="{LEGACY_JOB}"}}'), name
 
     # While the load ran, Prometheus saw the queue and the KV cache fill. A busy vLLM can answer
@@ -167,7 +183,9 @@ async def test_prometheus_source_agrees_with_direct_scrape(vllm_server, promethe
         peak_waiting = max((r.waiting or 0.0 for r in answered), default=0.0)
         peak_kv = max((r.kv_usage or 0.0 for r in answered), default=0.0)
         peaks.append((peak_waiting, peak_kv))
-        report(f"  under load through Prometheus ({job}): {len(answered)}/{len(polled)} polls up, waiting max {peak_waiting:.0f}, KV usage max {peak_kv:.3f}")
+        report(
+            f"  under load through Prometheus ({job}): {len(answered)}/{len(polled)} polls up, waiting max {peak_waiting:.0f}, KV usage max {peak_kv:.3f}"
+        )
     # Prometheus scrapes once a second and vLLM's gauges flicker between steps: a job may catch the queue
     # and miss the full cache, or the other way round; across the three jobs both must have been seen.
     assert any(waiting > 0 for waiting, _ in peaks) and any(kv > 0.5 for _, kv in peaks)
@@ -191,4 +209,3 @@ def test_watch_once_json_cli_through_prometheus(vllm_server, prometheus_server):
     assert replica["name"] == vllm_server.target and replica["state"] == "up"
     assert replica["kv_capacity_tokens"] == NUM_BLOCKS * 128
     assert replica["requests_per_second"] is not None  # a rate over the last 10 s, possibly 0
-

@@ -34,7 +34,6 @@ pytestmark = [pytest.mark.real_vllm, pytest.mark.timeout(1800)]
 TTFT = "vllm:time_to_first_token_seconds"
 
 
-
 def relative(a: float, b: float) -> float:
     return abs(a - b) / abs(b)
 
@@ -50,7 +49,10 @@ async def poll_until_finished(watcher: Watcher, first, requests: int, tries: int
         poll = await watcher.poll()
         figures = poll.figures
         replica = figures.replicas[0]
-        if replica.requests_per_second is not None and round(replica.requests_per_second * (figures.at - first.at)) >= requests:
+        if (
+            replica.requests_per_second is not None
+            and round(replica.requests_per_second * (figures.at - first.at)) >= requests
+        ):
             return poll
         await asyncio.sleep(0.02)
     raise AssertionError(f"the console never counted {requests} finished requests: {replica}")
@@ -152,8 +154,10 @@ async def test_console_counts_rates_and_ttft_match_client_and_vllm_buckets(vllm_
     console_kv = max((f.replicas[0].kv_usage or 0.0) for f in during)
     # vLLM's gauges flicker between engine steps (a mid-load read can say 0 waiting), so the two samplers may
     # each miss a moment the other caught; the queue itself is certain from vLLM's queue-time histogram.
-    report(f"  under load: raw waiting max {raw_peaks.waiting:.0f}, KV max {raw_peaks.kv_usage:.3f} ({raw_peaks.polls} reads); "
-           f"console waiting max {console_waiting:.0f}, KV max {console_kv:.3f} ({len(during)} polls)")
+    report(
+        f"  under load: raw waiting max {raw_peaks.waiting:.0f}, KV max {raw_peaks.kv_usage:.3f} ({raw_peaks.polls} reads); "
+        f"console waiting max {console_waiting:.0f}, KV max {console_kv:.3f} ({len(during)} polls)"
+    )
     assert replica.queue_p95_seconds is not None and replica.queue_p95_seconds > 0
     assert max(raw_peaks.waiting, console_waiting) > 0
     usable = (NUM_BLOCKS - 1) / NUM_BLOCKS  # vLLM keeps one block aside
@@ -161,18 +165,41 @@ async def test_console_counts_rates_and_ttft_match_client_and_vllm_buckets(vllm_
     assert replica.kv_capacity_tokens == NUM_BLOCKS * 128  # cache_config_info: 16 blocks of 128 tokens
 
     report("")
-    report(f"real vLLM: {REQUESTS} requests, {CONCURRENCY} in flight, {MAX_TOKENS} output tokens each, client wall {load.wall_seconds:.2f} s")
-    report(f"  counts  console/client: requests {replica.requests_per_second * elapsed:.0f}/{REQUESTS}, prompt tokens {replica.prompt_tokens_per_second * elapsed:.0f}/{client_prompt}, output tokens {replica.generation_tokens_per_second * elapsed:.0f}/{client_output}")
-    report(f"  rates   console {replica.requests_per_second:.3f} req/s, {replica.generation_tokens_per_second:.1f} out tok/s; client {client_rps:.3f} req/s, {client_tps:.1f} out tok/s")
-    report(f"  p95 TTFT  console {replica.ttft_p95_seconds:.4f} s, independent histogram_quantile {independent[0.95]:.4f} s, client-measured {client_p95:.4f} s")
-    report(f"  p50 TTFT  console {replica.ttft_p50_seconds:.4f} s, client-measured {load.quantile('ttft_seconds', 0.5):.4f} s; p95 e2e console {replica.e2e_p95_seconds:.3f} s, client {load.quantile('e2e_seconds', 0.95):.3f} s")
-    report(f"  under load: waiting max {raw_peaks.waiting:.0f} (console {console_waiting:.0f}), KV usage max {raw_peaks.kv_usage:.3f} (console {console_kv:.3f}), running max {raw_peaks.running:.0f}")
+    report(
+        f"real vLLM: {REQUESTS} requests, {CONCURRENCY} in flight, {MAX_TOKENS} output tokens each, client wall {load.wall_seconds:.2f} s"
+    )
+    report(
+        f"  counts  console/client: requests {replica.requests_per_second * elapsed:.0f}/{REQUESTS}, prompt tokens {replica.prompt_tokens_per_second * elapsed:.0f}/{client_prompt}, output tokens {replica.generation_tokens_per_second * elapsed:.0f}/{client_output}"
+    )
+    report(
+        f"  rates   console {replica.requests_per_second:.3f} req/s, {replica.generation_tokens_per_second:.1f} out tok/s; client {client_rps:.3f} req/s, {client_tps:.1f} out tok/s"
+    )
+    report(
+        f"  p95 TTFT  console {replica.ttft_p95_seconds:.4f} s, independent histogram_quantile {independent[0.95]:.4f} s, client-measured {client_p95:.4f} s"
+    )
+    report(
+        f"  p50 TTFT  console {replica.ttft_p50_seconds:.4f} s, client-measured {load.quantile('ttft_seconds', 0.5):.4f} s; p95 e2e console {replica.e2e_p95_seconds:.3f} s, client {load.quantile('e2e_seconds', 0.95):.3f} s"
+    )
+    report(
+        f"  under load: waiting max {raw_peaks.waiting:.0f} (console {console_waiting:.0f}), KV usage max {raw_peaks.kv_usage:.3f} (console {console_kv:.3f}), running max {raw_peaks.running:.0f}"
+    )
 
 
 def test_watch_once_json_cli_reads_the_real_server(vllm_server):
     """`capcon watch --once --json` end to end against the real server."""
     done = subprocess.run(
-        [sys.executable, "-m", "console", "watch", "--once", "--json", "--interval", "1", "--target", vllm_server.base_url],
+        [
+            sys.executable,
+            "-m",
+            "console",
+            "watch",
+            "--once",
+            "--json",
+            "--interval",
+            "1",
+            "--target",
+            vllm_server.base_url,
+        ],
         capture_output=True,
         text=True,
         timeout=120,

@@ -64,7 +64,9 @@ def ensure_venv(log: Path) -> Path:
         root.parent.mkdir(parents=True, exist_ok=True)
         lock = open(root.parent / f".{root.name}.lock", "w")  # noqa: SIM115 - opened in the try for its error; the with below closes it
     except OSError as error:
-        raise Unavailable(f"cannot prepare the vLLM environment in {root} (set CAPCON_VLLM_VENV to move it): {error}") from None
+        raise Unavailable(
+            f"cannot prepare the vLLM environment in {root} (set CAPCON_VLLM_VENV to move it): {error}"
+        ) from None
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two test runs on one machine install once
         if (root / READY_MARK).exists() and python.exists():

@@ -17,6 +17,10 @@ def incident(tmp_path_factory):
 def planless(tmp_path_factory):
     """Forty minutes without a plan: only the incident flags, none older than the warm-up anywhere after it."""
     return record_synthetic(
-        tmp_path_factory.mktemp("planless") / "history.sqlite", 2400.0, replicas=3, interval=5.0, plan_path=None,
+        tmp_path_factory.mktemp("planless") / "history.sqlite",
+        2400.0,
+        replicas=3,
+        interval=5.0,
+        plan_path=None,
         incident=Incident(down_from=1200.0, down_until=1320.0, queue_from=1500.0, queue_until=1600.0),
     )

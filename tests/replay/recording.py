@@ -88,7 +88,21 @@ class SyntheticReplica:
             return TargetResult(name, url, "down", None, "connection refused", at)
         rng, before = self.rng, self.sample
         new = rng.randint(2, 5)
-        counters = dict(before.counters) if before else dict.fromkeys(("requests", "prompt_tokens", "generation_tokens", "preemptions", "prefix_cache_queries", "prefix_cache_hits"), 0.0)
+        counters = (
+            dict(before.counters)
+            if before
+            else dict.fromkeys(
+                (
+                    "requests",
+                    "prompt_tokens",
+                    "generation_tokens",
+                    "preemptions",
+                    "prefix_cache_queries",
+                    "prefix_cache_hits",
+                ),
+                0.0,
+            )
+        )
         counters["requests"] += new
         counters["prompt_tokens"] += new * rng.randint(1500, 2500)
         counters["generation_tokens"] += new * rng.randint(300, 500)
@@ -158,8 +172,11 @@ def record_synthetic(
             results = [
                 r.scrape(
                     at - 0.05,
-                    serving=not (r.index == incident.down_replica and incident.down_from <= elapsed < incident.down_until),
-                    queueing=r.index == incident.queue_replica and incident.queue_from <= elapsed < incident.queue_until,
+                    serving=not (
+                        r.index == incident.down_replica and incident.down_from <= elapsed < incident.down_until
+                    ),
+                    queueing=r.index == incident.queue_replica
+                    and incident.queue_from <= elapsed < incident.queue_until,
                 )
                 for r in fleet_replicas
             ]

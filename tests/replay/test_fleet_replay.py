@@ -64,11 +64,18 @@ def test_stepping_back_restores_what_was_shown(opened):
 def test_a_seek_warms_up_and_then_steps_like_a_full_replay(opened):
     recorded, replay = opened
     start = recorded.times[0]
-    for target in (600.0, 1000.0, 1400.0, 1900.0):  # before, around and after the incident, and one inside the first warm-up
+    for target in (
+        600.0,
+        1000.0,
+        1400.0,
+        1900.0,
+    ):  # before, around and after the incident, and one inside the first warm-up
         index = recorded.times.index(start + target)
         fleet_replay = FleetReplay(replay.fleets[0])
         computed = fleet_replay.go_to(index)
-        assert computed == len([t for t in recorded.times if recorded.times[index] - WARMUP_SECONDS <= t <= recorded.times[index]])
+        assert computed == len(
+            [t for t in recorded.times if recorded.times[index] - WARMUP_SECONDS <= t <= recorded.times[index]]
+        )
         for following in range(index, min(index + 40, len(recorded.times))):
             fleet_replay.go_to(following)
             assert fleet_replay.view == recorded.views[following], f"seek to +{target:.0f} s, then poll {following}"
@@ -92,14 +99,18 @@ def test_after_a_seek_a_flag_older_than_the_warm_up_shows_a_later_since(opened):
         assert again.since >= recorded.times[index] - WARMUP_SECONDS > flag.since
 
 
-
 def test_figure_source_polls_replay_their_stored_figures(tmp_path):
     path = tmp_path / "history.sqlite"
     store = Store.open(path)
     previous, live = None, []
     for step, waiting in enumerate([0.0, 4.0, 4.0, 4.0, 0.0]):
         at = 10_000.0 + 15.0 * step
-        figures = fleet(replica("r1", waiting=waiting), replica("r2", state="stale", data_age_seconds=40.0), at=at - 3.0, waiting=waiting)
+        figures = fleet(
+            replica("r1", waiting=waiting),
+            replica("r2", state="stale", data_age_seconds=40.0),
+            at=at - 3.0,
+            waiting=waiting,
+        )
         view = advance(previous, "prom", figures, None, at)
         store.write_poll(poll_record("prom", figure_poll(view, 15.0), previous, view, None))
         previous = view

@@ -35,7 +35,9 @@ def growing(tmp_path):
 
     def write_more(seconds: float, start: float) -> None:
         """More polls, written by Store.write_poll while the replay is open."""
-        record_synthetic(path, seconds, interval=5.0, incident=QUIET, keep_views=False, plan_path=None, start=start, carry_on=first)
+        record_synthetic(
+            path, seconds, interval=5.0, incident=QUIET, keep_views=False, plan_path=None, start=start, carry_on=first
+        )
 
     yield controller, writer, write_more
     replay.close()
@@ -46,7 +48,10 @@ def test_end_reads_the_polls_written_since_the_replay_opened(growing):
     controller, _, write_more = growing
     frame = controller.to_end()
     assert frame.at == T0 + 120.0 and frame.ended
-    assert frame.note == f"{END_WORDS} (last poll {shown_time(T0 + 120.0)[-8:]}; the recorder may still be writing: press End again to catch up)"
+    assert (
+        frame.note
+        == f"{END_WORDS} (last poll {shown_time(T0 + 120.0)[-8:]}; the recorder may still be writing: press End again to catch up)"
+    )
     write_more(60.0, T0 + 125.0)
     frame = controller.to_end()
     assert frame.at == T0 + 185.0 and frame.views[0].now == T0 + 185.0
@@ -61,7 +66,10 @@ def test_a_go_to_past_the_indexed_end_lands_on_the_new_polls(growing):
     assert frame.at == T0 + 150.0 and frame.views[0].now == T0 + 150.0 and frame.note == ""
     frame = controller.seek(T0 + 1000.0)
     assert frame.at == T0 + 185.0
-    assert frame.note == f"the recording ends at {shown_time(T0 + 185.0)} so far (the recorder may still be writing: press End to catch up)"
+    assert (
+        frame.note
+        == f"the recording ends at {shown_time(T0 + 185.0)} so far (the recorder may still be writing: press End to catch up)"
+    )
 
 
 def test_a_jump_and_a_step_past_the_indexed_end_read_the_new_polls(growing):
@@ -143,7 +151,9 @@ def test_a_replay_given_an_end_reads_nothing_past_it(tmp_path):
     try:
         controller = ReplayController(replay, playing=False)
         controller.open()
-        record_synthetic(path, 60.0, interval=5.0, incident=QUIET, keep_views=False, plan_path=None, start=T0 + 65.0, carry_on=first)
+        record_synthetic(
+            path, 60.0, interval=5.0, incident=QUIET, keep_views=False, plan_path=None, start=T0 + 65.0, carry_on=first
+        )
         assert controller.to_end().at == T0 + 70.0
         assert controller.seek(T0 + 100.0).at == T0 + 70.0
     finally:

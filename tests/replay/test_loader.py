@@ -16,7 +16,9 @@ from tests.replay.recording import T0, record_synthetic
 def two_fleets(tmp_path_factory):
     path = tmp_path_factory.mktemp("two") / "history.sqlite"
     record_synthetic(path, 600.0, replicas=2, interval=5.0, fleet="assistant", keep_views=False)
-    record_synthetic(path, 300.0, replicas=2, interval=2.0, fleet="batch", start=T0 + 120.0, plan_path=None, keep_views=False)
+    record_synthetic(
+        path, 300.0, replicas=2, interval=2.0, fleet="batch", start=T0 + 120.0, plan_path=None, keep_views=False
+    )
     return path
 
 

@@ -30,14 +30,20 @@ def test_the_default_history_is_the_one_watch_writes(tmp_path, monkeypatch, caps
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     code, err = run(["replay"], capsys)
     assert code == 2
-    assert err == f"capcon replay: {tmp_path / 'capcon' / 'history.sqlite'}: no such history file; expected a file written by `capcon watch` or `capcon record`\n"
+    assert (
+        err
+        == f"capcon replay: {tmp_path / 'capcon' / 'history.sqlite'}: no such history file; expected a file written by `capcon watch` or `capcon record`\n"
+    )
 
 
 @pytest.mark.parametrize(
     "extra, expected",
     [
         (["--fleet", "nope"], "capcon replay: --fleet 'nope': not recorded in "),
-        (["--from", "yesterday-ish"], "capcon replay: --from 'yesterday-ish': 'yesterday-ish' is not a time capcon reads; expected"),
+        (
+            ["--from", "yesterday-ish"],
+            "capcon replay: --from 'yesterday-ish': 'yesterday-ish' is not a time capcon reads; expected",
+        ),
         (["--from", str(T0 + 3600)], "capcon replay: "),
         (["--speed", "100"], "capcon replay: --speed 100: expected 0.25 to 64 (1 is the recorded pace)"),
         (["--speed", "0"], "capcon replay: --speed 0: expected 0.25 to 64"),
@@ -56,10 +62,16 @@ def test_an_empty_range_names_what_the_file_holds(history, capsys):
 
 
 def test_the_arguments_reach_the_console(history):
-    args = build_parser().parse_args(["replay", "--db", str(history), "--from", str(T0 + 60), "--speed", "8", "--paused"])
+    args = build_parser().parse_args(
+        ["replay", "--db", str(history), "--from", str(T0 + 60), "--speed", "8", "--paused"]
+    )
     app = open_app(args)
     try:
-        assert app.driver.controller.at == T0 + 60 and app.driver.controller.speed == 8 and not app.driver.controller.playing
+        assert (
+            app.driver.controller.at == T0 + 60
+            and app.driver.controller.speed == 8
+            and not app.driver.controller.playing
+        )
         assert [h.name for h in app.fleets] == ["assistant"] and app.fleets[0].plan.name == "internal-assistant-18rps"
         assert app.interval == 5.0  # the recorded interval, shown in the header
     finally:

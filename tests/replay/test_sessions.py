@@ -33,7 +33,9 @@ def killed_and_restarted(tmp_path_factory):
     started(path, T0 - 1.0, ["assistant"], pid=1)
     first = record_synthetic(path, 300.0, replicas=3, interval=5.0, incident=FIRST, plan_path=None)
     started(path, T0 + 302.0, ["assistant"], pid=2)
-    second = record_synthetic(path, 300.0, interval=5.0, start=T0 + 305.0, incident=SECOND, plan_path=None, carry_on=first)
+    second = record_synthetic(
+        path, 300.0, interval=5.0, start=T0 + 305.0, incident=SECOND, plan_path=None, carry_on=first
+    )
     # Another fleet's recorder starting on the same file while this one polls on.
     started(path, T0 + 452.0, ["batch"], pid=3)
     return path, first, second

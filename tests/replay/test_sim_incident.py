@@ -53,7 +53,9 @@ async def record_incident(path):
                 poll = await watcher.poll()
                 now = time.time()
                 view = advance(previous, handle.name, poll.figures, handle.plan_at(now), now)
-                store.write_poll(poll_record(handle.name, poll, previous, view, handle.plan, handle.plan_time(view.now)))
+                store.write_poll(
+                    poll_record(handle.name, poll, previous, view, handle.plan, handle.plan_time(view.now))
+                )
                 live.append((view.now, [f.id for f in view.flags], [p.id for p in view.pending]))
                 previous = view
                 await asyncio.sleep(INTERVAL)
@@ -74,7 +76,9 @@ async def test_a_recorded_incident_replays_with_the_same_flags_at_the_same_momen
     path = tmp_path / "incident.sqlite"
     fleet, live = await record_incident(path)
     seen = {flag for _, flags, _ in live for flag in flags}
-    assert "replica_down:replica-1" in seen, f"the incident must raise the down flag for this test to mean anything; saw {seen}"
+    assert "replica_down:replica-1" in seen, (
+        f"the incident must raise the down flag for this test to mean anything; saw {seen}"
+    )
     assert "replica_down:replica-1" not in live[-1][1], "and clear it once the replica is back"
 
     replay = open_replay(path)

@@ -29,16 +29,40 @@ def example_a(
     """The 70B assistant: INT8 weights, FP16 KV, TP 2 of 80 GB / 2 TB/s GPUs, 2000 in / 400 out, 5 rps."""
     return Plan(
         name="assistant-70b",
-        model=Model("llama-70b", 70e9, layers=80, kv_heads=8, head_dim=128,
-                    weight_precision="int8", kv_precision="fp16", max_model_len=8192),
-        gpu=Gpu("80GB-2TBs", memory_bytes=80 * GB, bandwidth_bytes_per_second=2e12,
-                flops_per_second=flops_per_second, price_per_hour=2.5),
-        replica=Replica(tensor_parallel=2, usable_memory_share=0.90,
-                        bandwidth_efficiency=bandwidth_efficiency, compute_efficiency=compute_efficiency,
-                        max_num_seqs=256, block_size=16),
-        workloads=(Workload("assistant", "interactive", flat_week(rps),
-                            TokenStats(2000, input_p95, 400, output_max),
-                            Targets(ttft_p95_seconds=1.5, tpot_p95_seconds=0.040)),),
+        model=Model(
+            "llama-70b",
+            70e9,
+            layers=80,
+            kv_heads=8,
+            head_dim=128,
+            weight_precision="int8",
+            kv_precision="fp16",
+            max_model_len=8192,
+        ),
+        gpu=Gpu(
+            "80GB-2TBs",
+            memory_bytes=80 * GB,
+            bandwidth_bytes_per_second=2e12,
+            flops_per_second=flops_per_second,
+            price_per_hour=2.5,
+        ),
+        replica=Replica(
+            tensor_parallel=2,
+            usable_memory_share=0.90,
+            bandwidth_efficiency=bandwidth_efficiency,
+            compute_efficiency=compute_efficiency,
+            max_num_seqs=256,
+            block_size=16,
+        ),
+        workloads=(
+            Workload(
+                "assistant",
+                "interactive",
+                flat_week(rps),
+                TokenStats(2000, input_p95, 400, output_max),
+                Targets(ttft_p95_seconds=1.5, tpot_p95_seconds=0.040),
+            ),
+        ),
         capacity=Capacity(rps_per_replica=5.0, source="manual"),
     )
 
@@ -52,13 +76,32 @@ def office_assistant(rps_peak: float = 18.0, capacity: float = 5.0) -> Plan:
     """
     return Plan(
         name="internal-assistant",
-        model=Model("qwen2.5-14b-class", 14.7e9, layers=48, kv_heads=8, head_dim=128,
-                    weight_precision="fp8", kv_precision="fp16", max_model_len=8192),
-        gpu=Gpu("H100-80GB-SXM", memory_bytes=80 * GB, bandwidth_bytes_per_second=3.35e12,
-                flops_per_second=989e12, price_per_hour=3.0),
+        model=Model(
+            "qwen2.5-14b-class",
+            14.7e9,
+            layers=48,
+            kv_heads=8,
+            head_dim=128,
+            weight_precision="fp8",
+            kv_precision="fp16",
+            max_model_len=8192,
+        ),
+        gpu=Gpu(
+            "H100-80GB-SXM",
+            memory_bytes=80 * GB,
+            bandwidth_bytes_per_second=3.35e12,
+            flops_per_second=989e12,
+            price_per_hour=3.0,
+        ),
         replica=Replica(tensor_parallel=1, max_num_seqs=128, block_size=16),
-        workloads=(Workload("assistant", "interactive", office_week(rps_peak, 2.0),
-                            TokenStats(1200, 4000, 350, 1024),
-                            Targets(ttft_p95_seconds=1.0, tpot_p95_seconds=0.040, goodput_share=0.99)),),
+        workloads=(
+            Workload(
+                "assistant",
+                "interactive",
+                office_week(rps_peak, 2.0),
+                TokenStats(1200, 4000, 350, 1024),
+                Targets(ttft_p95_seconds=1.0, tpot_p95_seconds=0.040, goodput_share=0.99),
+            ),
+        ),
         capacity=Capacity(rps_per_replica=capacity, source="manual"),
     )

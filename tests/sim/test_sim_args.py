@@ -18,7 +18,9 @@ def test_non_finite_or_non_positive_scales_exit_2(capsys, option, value):
         main(["sim", "plans/internal-assistant-18rps.yaml", option, value])
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    wanted = {"inf": "expected at most", "nan": "expected a number, at most"}.get(value, "expected a number greater than 0, at most")
+    wanted = {"inf": "expected at most", "nan": "expected a number, at most"}.get(
+        value, "expected a number greater than 0, at most"
+    )
     assert f"argument {option}: '{value}': {wanted}" in err
     assert err.count("\n") == 1
     assert "Traceback" not in err
@@ -30,7 +32,10 @@ def test_replicas_are_capped_with_one_line_and_exit_2(capsys):
     assert exited.value.code == 2
     out, err = capsys.readouterr()
     assert out == ""
-    assert err == "capcon sim: argument --replicas: '100000': at most 256 replicas on one machine (see capcon sim --help)\n"
+    assert (
+        err
+        == "capcon sim: argument --replicas: '100000': at most 256 replicas on one machine (see capcon sim --help)\n"
+    )
 
 
 def test_help_states_the_replica_cap(capsys):
@@ -54,7 +59,11 @@ def test_running_out_of_files_while_starting_exits_2_and_leaves_nothing(tmp_path
 
     finished = subprocess.run(
         [sys.executable, "-m", "console", "sim", "plans/internal-assistant-18rps.yaml", "--replicas", "200"],
-        cwd=repo, capture_output=True, text=True, timeout=45, preexec_fn=few_files,
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=45,
+        preexec_fn=few_files,
     )
     assert finished.returncode == 2, finished.stderr
     assert finished.stdout == ""

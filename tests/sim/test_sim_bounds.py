@@ -41,15 +41,30 @@ def _exit(argv: list[str]) -> tuple[int, float]:
 @pytest.mark.parametrize(
     "argv, wanted",
     [
-        (["--rps-scale", "1e9"], "argument --rps-scale: '1e9': expected at most 10000 (ten thousand times the plan's traffic)"),
-        (["--rps-scale", "1000"], "--rps-scale 1000: the plan's busiest hour of 18 rps becomes 18000 rps; expected at most 5000 "
-                                  "requests per second from one simulator (--rps-scale at most 277.8)"),
+        (
+            ["--rps-scale", "1e9"],
+            "argument --rps-scale: '1e9': expected at most 10000 (ten thousand times the plan's traffic)",
+        ),
+        (
+            ["--rps-scale", "1000"],
+            "--rps-scale 1000: the plan's busiest hour of 18 rps becomes 18000 rps; expected at most 5000 "
+            "requests per second from one simulator (--rps-scale at most 277.8)",
+        ),
         (["--time-scale", "1e308"], "argument --time-scale: '1e308': expected at most 1000000"),
         (["--time-scale", "1e999"], "argument --time-scale: '1e999': expected at most 1000000"),
-        (["--seed", "9" * 400], "argument --seed: '" + "9" * 40 + "'… (400 characters): expected at most 9223372036854775807"),
+        (
+            ["--seed", "9" * 400],
+            "argument --seed: '" + "9" * 40 + "'… (400 characters): expected at most 9223372036854775807",
+        ),
         (["--seed", "-1"], "argument --seed: '-1': expected a number at least 0"),
-        (["--seed", "9" * 4090], "argument --seed: '" + "9" * 40 + "'… (4,090 characters): expected at most 9223372036854775807"),
-        (["--seed", "x" * 50], "argument --seed: '" + "x" * 40 + "'… (50 characters): expected a whole number, at most"),
+        (
+            ["--seed", "9" * 4090],
+            "argument --seed: '" + "9" * 40 + "'… (4,090 characters): expected at most 9223372036854775807",
+        ),
+        (
+            ["--seed", "x" * 50],
+            "argument --seed: '" + "x" * 40 + "'… (50 characters): expected a whole number, at most",
+        ),
         (["--seed=--"], "argument 3 (--seed=...) gives '--' as the value of --seed; expected a value after '='"),
         (["--port", "99999999999999999999"], "argument --port: '99999999999999999999': expected at most 65535"),
         (["--status-every", "inf"], "argument --status-every: 'inf': expected at most 86400 seconds"),
@@ -93,8 +108,10 @@ def test_a_demo_of_a_plan_busier_than_the_simulator_is_one_line(tmp_path, capsys
     code, _ = _exit(["demo", "--plan", str(busy)])
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
-    assert err == (f"capcon demo: {busy}: the plan's busiest hour asks for 18000 rps; expected at most 5000 requests per "
-                   "second from one simulator (capcon sim PLAN --rps-scale 0.2778 runs it scaled down)\n")
+    assert err == (
+        f"capcon demo: {busy}: the plan's busiest hour asks for 18000 rps; expected at most 5000 requests per "
+        "second from one simulator (capcon sim PLAN --rps-scale 0.2778 runs it scaled down)\n"
+    )
 
 
 def test_off_traffic_is_not_held_to_the_simulator_s_pace():
@@ -185,7 +202,10 @@ def test_a_second_signal_ends_the_process_at_once(monkeypatch):
 def _start(*args: str) -> tuple[subprocess.Popen, list[str], list[str]]:
     process = subprocess.Popen(
         [sys.executable, "-m", "console", "sim", str(PLAN), *args],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     lines: list[str] = []
@@ -227,8 +247,9 @@ def _rss_kb(pid: int) -> int:
 def test_the_heaviest_load_allowed_stops_promptly_on_a_signal_and_frees_every_port(signum):
     """64 replicas at the simulator's top pace (5,000 rps offered at the peak): CPU-bound, yet the signal
     is heard within seconds, every port closes, memory stays bounded, and no deadline had to force it."""
-    process, urls, lines = _start("--replicas", "64", "--rps-scale", "277", "--start", "mon 09:00",
-                                  "--status-every", "1")
+    process, urls, lines = _start(
+        "--replicas", "64", "--rps-scale", "277", "--start", "mon 09:00", "--status-every", "1"
+    )
     try:
         assert len(urls) == 64
         time.sleep(6)  # queues fill; every engine steps full batches

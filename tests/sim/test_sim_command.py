@@ -32,7 +32,10 @@ def _start(*args: str) -> tuple[subprocess.Popen, list[str], list[str]]:
     """Start `capcon sim`, wait until it prints its targets; returns (process, urls, stdout lines so far)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "console", "sim", *args],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     lines: list[str] = []
@@ -72,7 +75,7 @@ def test_demo_style_fleet_stops_on_ctrl_c_and_leaves_no_process_or_port():
             time.sleep(0.5)
             for url in urls:
                 page = httpx.get(f"{url}/metrics", timeout=5).text
-                match = re.search(r'^vllm:generation_tokens_total\{[^}]*\} (\S+)', page, re.M)
+                match = re.search(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)", page, re.M)
                 generated += float(match.group(1))
         assert generated > 0, "the plan's traffic reached no replica"
     finally:
@@ -99,7 +102,10 @@ def test_taken_port_is_a_one_line_error(tmp_path):
         port = taken.getsockname()[1]
         result = subprocess.run(
             [sys.executable, "-m", "console", "sim", str(PLAN), "--replicas", "1", "--port", str(port)],
-            cwd=REPO, capture_output=True, text=True, timeout=60,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
@@ -107,7 +113,12 @@ def test_taken_port_is_a_one_line_error(tmp_path):
 
 
 def test_missing_plan_is_a_one_line_error(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "console", "sim", str(tmp_path / "none.yaml")],
-                            cwd=REPO, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "console", "sim", str(tmp_path / "none.yaml")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and "none.yaml" in result.stderr

@@ -112,18 +112,35 @@ def _strip_created(text: str) -> str:
 
 def test_text_matches_prometheus_client_byte_for_byte():
     official = prometheus_client.CollectorRegistry()
-    c = prometheus_client.Counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
-                                  ["model_name", "engine"], registry=official)
-    g = prometheus_client.Gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
-                                ["model_name", "engine"], registry=official)
-    h = prometheus_client.Histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
-                                    ["model_name", "engine"], buckets=[1, 8, 16, 2048], registry=official)
+    c = prometheus_client.Counter(
+        "vllm:prompt_tokens", "Number of prefill tokens processed.", ["model_name", "engine"], registry=official
+    )
+    g = prometheus_client.Gauge(
+        "vllm:kv_cache_usage_perc",
+        "KV-cache usage. 1 means 100 percent usage.",
+        ["model_name", "engine"],
+        registry=official,
+    )
+    h = prometheus_client.Histogram(
+        "vllm:iteration_tokens_total",
+        "Histogram of number of tokens per engine_step.",
+        ["model_name", "engine"],
+        buckets=[1, 8, 16, 2048],
+        registry=official,
+    )
     ours = Registry()
     oc = ours.register(Counter("vllm:prompt_tokens", "Number of prefill tokens processed.", ("model_name", "engine")))
-    og = ours.register(Gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
-                             ("model_name", "engine")))
-    oh = ours.register(Histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
-                                 ("model_name", "engine"), [1, 8, 16, 2048]))
+    og = ours.register(
+        Gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", ("model_name", "engine"))
+    )
+    oh = ours.register(
+        Histogram(
+            "vllm:iteration_tokens_total",
+            "Histogram of number of tokens per engine_step.",
+            ("model_name", "engine"),
+            [1, 8, 16, 2048],
+        )
+    )
     labels = {"model_name": 'we"ird\\name', "engine": "0"}
     c.labels(**labels).inc(1234567.0)
     oc.child(0.0, **labels).inc(1234567.0)

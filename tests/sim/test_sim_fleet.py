@@ -75,8 +75,9 @@ async def test_fault_down_moves_traffic_and_clear_brings_a_fresh_replica():
 
 
 async def test_http_traffic_goes_through_the_api():
-    async with SimFleet(office_assistant(), replicas=2, seed=3, speed=1.0, start_week_seconds=10 * 3600,
-                        traffic="http") as fleet:
+    async with SimFleet(
+        office_assistant(), replicas=2, seed=3, speed=1.0, start_week_seconds=10 * 3600, traffic="http"
+    ) as fleet:
 
         async def answered():
             return sum(counter(p, "http_requests_total") for p in await pages(fleet)) >= 10

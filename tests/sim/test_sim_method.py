@@ -83,8 +83,10 @@ def test_default_efficiencies_match_the_planners_expected_rate():
     run = simulate(plan, 5.0)
     stream = run.mean_stream_tokens_per_second(WARMUP)
     expected = planner_expected_stream_rate(plan)
-    print(f"example A expected: sim {stream:.1f} tok/s, planner {expected:.1f} tok/s, "
-          f"{run.mean_in_flight(WARMUP):.0f} in flight")
+    print(
+        f"example A expected: sim {stream:.1f} tok/s, planner {expected:.1f} tok/s, "
+        f"{run.mean_in_flight(WARMUP):.0f} in flight"
+    )
     assert stream == pytest.approx(expected, rel=0.20)
     # Under the seed's 25 tokens/s target, as METHOD §4 warns for the expected figure.
     assert stream < 25
@@ -141,8 +143,12 @@ def test_one_replica_holds_its_targets_up_to_capacity_then_queues(plan):
         goodput[share] = run.goodput_share(workload.targets, WARMUP, 340)
         waited = [r.first_scheduled - r.arrival for r in run.finished if r.arrival >= WARMUP]
         queue[share] = sum(waited) / len(waited)
-    print("goodput by share of capacity:", {k: round(v, 3) for k, v in goodput.items()},
-          "mean queue seconds:", {k: round(v, 3) for k, v in queue.items()})
+    print(
+        "goodput by share of capacity:",
+        {k: round(v, 3) for k, v in goodput.items()},
+        "mean queue seconds:",
+        {k: round(v, 3) for k, v in queue.items()},
+    )
     required = workload.targets.goodput_share
     assert goodput[0.6] >= required
     assert goodput[1.0] >= required - 0.01

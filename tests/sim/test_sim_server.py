@@ -44,8 +44,12 @@ async def scrape(client, replica) -> dict[tuple[str, tuple], float]:
     values = {}
     for family in text_string_to_metric_families(response.text):
         for sample in family.samples:
-            values[(sample.name, tuple(sorted((k, v) for k, v in sample.labels.items()
-                                              if k not in ("engine", "model_name"))))] = sample.value
+            values[
+                (
+                    sample.name,
+                    tuple(sorted((k, v) for k, v in sample.labels.items() if k not in ("engine", "model_name"))),
+                )
+            ] = sample.value
     return values
 
 
@@ -79,12 +83,17 @@ async def stream_tokens(client, url, body) -> tuple[int, dict | None, str | None
 
 
 async def test_completion_reports_usage_and_metrics_count_it(replica, client):
-    response = await client.post(f"{replica.url}/v1/completions",
-                                 json={"prompt": list(range(300)), "max_tokens": 25, "ignore_eos": True})
+    response = await client.post(
+        f"{replica.url}/v1/completions", json={"prompt": list(range(300)), "max_tokens": 25, "ignore_eos": True}
+    )
     body = response.json()
     assert response.status_code == 200 and body["object"] == "text_completion"
-    assert body["usage"] == {"prompt_tokens": 300, "completion_tokens": 25, "total_tokens": 325,
-                             "prompt_tokens_details": None}
+    assert body["usage"] == {
+        "prompt_tokens": 300,
+        "completion_tokens": 25,
+        "total_tokens": 325,
+        "prompt_tokens_details": None,
+    }
     assert body["choices"][0]["finish_reason"] == "length"
     assert len(body["choices"][0]["text"].split()) == 25
     values = await scrape(client, replica)
@@ -98,12 +107,20 @@ async def test_tokens_streamed_equal_generation_tokens_counted(replica, client):
     calls = []
     for i in range(12):
         if i % 2:
-            body = {"messages": [{"role": "user", "content": "word " * (50 + i)}], "max_tokens": 30 + i,
-                    "stream": True, "stream_options": {"include_usage": True}}
+            body = {
+                "messages": [{"role": "user", "content": "word " * (50 + i)}],
+                "max_tokens": 30 + i,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
             calls.append(stream_tokens(client, f"{replica.url}/v1/chat/completions", body))
         else:
-            body = {"prompt": "word " * (100 + i), "max_tokens": 40, "stream": True,
-                    "stream_options": {"include_usage": True}}
+            body = {
+                "prompt": "word " * (100 + i),
+                "max_tokens": 40,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
             calls.append(stream_tokens(client, f"{replica.url}/v1/completions", body))
     results = await asyncio.gather(*calls)
     streamed = sum(chunks for chunks, _, _ in results)
@@ -225,8 +242,9 @@ async def test_down_then_back_is_a_new_process(replica, client):
 async def test_slow_replica_stretches_time_per_token(replica, client):
     async def tpot_of_one_request() -> float:
         before = await scrape(client, replica)
-        await client.post(f"{replica.url}/v1/completions",
-                          json={"prompt": "x " * 100, "max_tokens": 20, "ignore_eos": True})
+        await client.post(
+            f"{replica.url}/v1/completions", json={"prompt": "x " * 100, "max_tokens": 20, "ignore_eos": True}
+        )
         after = await scrape(client, replica)
         name = "vllm:request_time_per_output_token_seconds_sum"
         return value(after, name) - value(before, name)

@@ -69,8 +69,9 @@ def test_profile_reads_the_plan_hour_by_hour():
 
 def test_time_compression_walks_the_week():
     clock = FakeClock()
-    generator = TrafficGenerator(office_assistant().workloads, [Recorder()], 8192, time_scale=3600.0,
-                                 start_week_seconds=0.0, clock=clock)
+    generator = TrafficGenerator(
+        office_assistant().workloads, [Recorder()], 8192, time_scale=3600.0, start_week_seconds=0.0, clock=clock
+    )
     generator.run_due(clock.t)
     clock.t += 10.5  # 10.5 hours of profile at an hour a second
     assert week_label(generator.week_seconds()) == "mon 10:30"
@@ -109,8 +110,9 @@ def test_generator_sends_the_profiles_rate_and_a_spike_multiplies_it():
     plan = office_assistant()
     clock = FakeClock()
     targets = [Recorder(), Recorder()]
-    generator = TrafficGenerator(plan.workloads, targets, 8192, time_scale=1.0, start_week_seconds=10 * 3600,
-                                 seed=4, clock=clock)
+    generator = TrafficGenerator(
+        plan.workloads, targets, 8192, time_scale=1.0, start_week_seconds=10 * 3600, seed=4, clock=clock
+    )
     normal = run_for(generator, clock, 100)
     assert normal == pytest.approx(18 * 100, rel=0.08)
     generator.spike(3.0, 100)
@@ -124,26 +126,31 @@ def test_generator_sends_the_profiles_rate_and_a_spike_multiplies_it():
 
 def test_interactive_and_deferrable_classes_are_both_sent():
     plan = office_assistant()
-    night_batch = dataclasses.replace(plan.workloads[0], name="night-summaries", kind="deferrable",
-                                      rps_by_hour=office_week(0.0, 6.0))
+    night_batch = dataclasses.replace(
+        plan.workloads[0], name="night-summaries", kind="deferrable", rps_by_hour=office_week(0.0, 6.0)
+    )
     clock = FakeClock()
     target = Recorder()
-    generator = TrafficGenerator((plan.workloads[0], night_batch), [target], 8192, time_scale=1.0,
-                                 start_week_seconds=2 * 3600, clock=clock)
+    generator = TrafficGenerator(
+        (plan.workloads[0], night_batch), [target], 8192, time_scale=1.0, start_week_seconds=2 * 3600, clock=clock
+    )
     run_for(generator, clock, 60)
     kinds = [s[3] for s in target.sent]
     # At 02:00 the deferrable batch (6 rps) outweighs the interactive night rate (2 rps).
     assert kinds.count("deferrable") == pytest.approx(3 * kinds.count("interactive"), rel=0.25)
-    assert generator.stats.sent_by_kind == {"interactive": kinds.count("interactive"),
-                                            "deferrable": kinds.count("deferrable")}
+    assert generator.stats.sent_by_kind == {
+        "interactive": kinds.count("interactive"),
+        "deferrable": kinds.count("deferrable"),
+    }
 
 
 def test_down_replicas_get_nothing_and_an_all_down_fleet_refuses():
     plan = office_assistant()
     clock = FakeClock()
     up, down = Recorder(), Recorder(up=False)
-    generator = TrafficGenerator(plan.workloads, [down, up], 8192, time_scale=1.0,
-                                 start_week_seconds=10 * 3600, clock=clock)
+    generator = TrafficGenerator(
+        plan.workloads, [down, up], 8192, time_scale=1.0, start_week_seconds=10 * 3600, clock=clock
+    )
     run_for(generator, clock, 10)
     assert down.sent == [] and len(up.sent) > 100
     up._up = False

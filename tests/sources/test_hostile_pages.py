@@ -129,13 +129,16 @@ async def test_a_smaller_page_that_persists_is_the_replicas_new_shape():
     source = ScrapeSource([TARGET])
     try:
         assert source.read_page(TARGET, "key", WHOLE_BYTES, 1000.0).state == "up"
-        states = [source.read_page(TARGET, "key", smaller.encode(), 1001.0 + i).state for i in range(SHORT_PAGES_ACCEPTED + 1)]
+        states = [
+            source.read_page(TARGET, "key", smaller.encode(), 1001.0 + i).state for i in range(SHORT_PAGES_ACCEPTED + 1)
+        ]
     finally:
         await source.aclose()
     assert states == ["bad_payload"] * (SHORT_PAGES_ACCEPTED - 1) + ["up", "up"]
 
 
 # --- every kind of cut, against the figures of the whole page ------------------------------
+
 
 def _figures_of(pages: list[tuple[float, TargetResult]]) -> list[Figures]:
     watcher = Watcher(_NoSource(), window_seconds=60.0, interval_seconds=10.0)
@@ -157,7 +160,9 @@ NEXT = advance(
     counters={"vllm:prompt_tokens_total": 500.0, "vllm:generation_tokens_total": 300.0},
     observations={"vllm:time_to_first_token_seconds": [0.2, 0.4, 1.5], "vllm:request_prompt_tokens": [100, 300, 700]},
 )
-NEXT = NEXT.replace('finished_reason="length",model_name="tiny"} 33.0', 'finished_reason="length",model_name="tiny"} 36.0')
+NEXT = NEXT.replace(
+    'finished_reason="length",model_name="tiny"} 33.0', 'finished_reason="length",model_name="tiny"} 36.0'
+)
 
 
 def _read(source: ScrapeSource, text: str, at: float) -> TargetResult:
@@ -194,7 +199,9 @@ def source():
     asyncio.run(made.aclose())
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(position=_cut_positions())
 def test_a_cut_page_after_a_whole_one_is_bad_or_reads_exactly_as_the_whole_one(source, position):
     cut = NEXT[: min(position, len(NEXT))]
@@ -209,7 +216,9 @@ def test_a_cut_page_after_a_whole_one_is_bad_or_reads_exactly_as_the_whole_one(s
         assert replace(figures, error="") == replace(reference, error="")
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(position=_cut_positions())
 def test_a_cut_first_page_is_bad_or_every_figure_is_the_whole_pages_or_unknown(source, position):
     cut = WHOLE[:position]
@@ -268,7 +277,9 @@ def test_over_http_a_cut_page_is_bad_or_exactly_the_whole_one(position, gzipped)
         async def handler(request):
             body = bodies.pop(0) if len(bodies) > 1 else bodies[0]
             if gzipped:
-                return web.Response(body=gzip.compress(body), content_type="text/plain", headers={"Content-Encoding": "gzip"})
+                return web.Response(
+                    body=gzip.compress(body), content_type="text/plain", headers={"Content-Encoding": "gzip"}
+                )
             return web.Response(body=body, content_type="text/plain")
 
         async with serve(handler) as url:
@@ -284,7 +295,11 @@ def test_over_http_a_cut_page_is_bad_or_exactly_the_whole_one(position, gzipped)
     assert first.state == "up"
     if second.state != "bad_payload":
         reference_source = ScrapeSource([TARGET])
-        reference = _figures_of([(100.0, _read(reference_source, WHOLE, 100.0)), (110.0, _read(reference_source, NEXT, 110.0))])[-1]
+        reference = _figures_of(
+            [(100.0, _read(reference_source, WHOLE, 100.0)), (110.0, _read(reference_source, NEXT, 110.0))]
+        )[-1]
         asyncio.run(reference_source.aclose())
-        figures = _figures_of([(100.0, replace(first, name="r", url=TARGET.url)), (110.0, replace(second, name="r", url=TARGET.url))])[-1]
+        figures = _figures_of(
+            [(100.0, replace(first, name="r", url=TARGET.url)), (110.0, replace(second, name="r", url=TARGET.url))]
+        )[-1]
         assert replace(figures, error="") == replace(reference, error="")

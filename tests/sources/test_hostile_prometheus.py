@@ -52,7 +52,11 @@ def numbers_are_finite_or_unknown(figures: FleetFigures) -> None:
             if isinstance(value, float):
                 assert math.isfinite(value), (replica.name, f.name, value)
             elif isinstance(value, dict):
-                assert all(isinstance(v, float) and math.isfinite(v) for v in value.values()), (replica.name, f.name, value)
+                assert all(isinstance(v, float) and math.isfinite(v) for v in value.values()), (
+                    replica.name,
+                    f.name,
+                    value,
+                )
     json.dumps(figures.to_json(), allow_nan=False)
 
 
@@ -87,7 +91,11 @@ def test_a_result_of_the_wrong_shape_is_an_answer_error(result):
 def test_non_finite_values_are_unknown_never_a_number(text):
     answers = {purpose: [] for purpose in PURPOSES}
     answers["up"] = [row("up", "1", instance="a"), row("scraped_at", str(NOW - 1), instance="a")]
-    answers["rates"] = [row("requests", text, instance="a"), row("prompt_length_sum", text, instance="a"), row("prompt_length_count", "2", instance="a")]
+    answers["rates"] = [
+        row("requests", text, instance="a"),
+        row("prompt_length_sum", text, instance="a"),
+        row("prompt_length_count", "2", instance="a"),
+    ]
     answers["gauges"] = [row("waiting", text, instance="a"), row("kv_usage", text, instance="a", engine="0")]
     answers["quantiles"] = [row("ttft_p95_seconds", text, instance="a")]
     answers["fleet_quantiles"] = [row("ttft_p95_seconds", text)]
@@ -106,13 +114,40 @@ JSONISH = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
     max_leaves=8,
 )
-VALUE_TEXT = st.sampled_from(["1", "0", "-3", "2.5", "NaN", "+Inf", "-Inf", "1e308", "1e-300", "abc", "", " 7 "]) | st.text(max_size=6)
-FIGURES = st.sampled_from(["up", "scraped_at", "requests", "prompt_tokens", "resets", "running", "waiting", "kv_usage",
-                           "requests_by_reason", "prompt_length_sum", "prompt_length_count", "ttft_p95_seconds", "", "junk"])
+VALUE_TEXT = st.sampled_from(
+    ["1", "0", "-3", "2.5", "NaN", "+Inf", "-Inf", "1e308", "1e-300", "abc", "", " 7 "]
+) | st.text(max_size=6)
+FIGURES = st.sampled_from(
+    [
+        "up",
+        "scraped_at",
+        "requests",
+        "prompt_tokens",
+        "resets",
+        "running",
+        "waiting",
+        "kv_usage",
+        "requests_by_reason",
+        "prompt_length_sum",
+        "prompt_length_count",
+        "ttft_p95_seconds",
+        "",
+        "junk",
+    ]
+)
 GOOD_ROW = st.builds(
-    lambda figure, instance, value, extra: {"metric": {promql.FIGURE_LABEL: figure, "instance": instance, **extra}, "value": [NOW, value]},
-    FIGURES, LABEL_TEXT, VALUE_TEXT,
-    st.dictionaries(st.sampled_from(["engine", "finished_reason", "block_size", "num_gpu_blocks", "kv_cache_size_tokens"]), LABEL_TEXT, max_size=3),
+    lambda figure, instance, value, extra: {
+        "metric": {promql.FIGURE_LABEL: figure, "instance": instance, **extra},
+        "value": [NOW, value],
+    },
+    FIGURES,
+    LABEL_TEXT,
+    VALUE_TEXT,
+    st.dictionaries(
+        st.sampled_from(["engine", "finished_reason", "block_size", "num_gpu_blocks", "kv_cache_size_tokens"]),
+        LABEL_TEXT,
+        max_size=3,
+    ),
 )
 BAD_ROW = st.one_of(
     JSONISH,
@@ -159,7 +194,9 @@ class Answering:
         self.bodies[purpose] = (status, body, headers)
 
     async def _query(self, request: web.Request) -> web.Response:
-        status, body, headers = self.bodies.get(BY_QUERY.get(request.query.get("query", ""), ""), (200, json.dumps(EMPTY).encode(), {}))
+        status, body, headers = self.bodies.get(
+            BY_QUERY.get(request.query.get("query", ""), ""), (200, json.dumps(EMPTY).encode(), {})
+        )
         return web.Response(status=status, body=body, headers={"Content-Type": "application/json", **headers})
 
     def _run(self) -> None:
@@ -206,15 +243,25 @@ def collect(url: str, timeout: float = 5.0) -> FleetFigures:
 
 ENVELOPE = st.one_of(
     st.builds(vector, RESULT),
-    st.builds(lambda s, t, r: {"status": s, "data": {"resultType": t, "result": r}},
-              st.sampled_from(["success", "error", "", None, 1]), st.sampled_from(["vector", "matrix", "scalar", None]), RESULT),
+    st.builds(
+        lambda s, t, r: {"status": s, "data": {"resultType": t, "result": r}},
+        st.sampled_from(["success", "error", "", None, 1]),
+        st.sampled_from(["vector", "matrix", "scalar", None]),
+        RESULT,
+    ),
     st.builds(lambda e: {"status": "error", "errorType": "bad_data", "error": e}, JSONISH),
     JSONISH,
 )
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.dictionaries(st.sampled_from(PURPOSES), st.tuples(ENVELOPE, st.sampled_from([200, 200, 200, 400, 503]), st.booleans())))
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.dictionaries(
+        st.sampled_from(PURPOSES), st.tuples(ENVELOPE, st.sampled_from([200, 200, 200, 400, 503]), st.booleans())
+    )
+)
 def test_any_answer_served_is_figures_or_one_line_of_source_error(answering, bodies):
     answering.bodies.clear()
     for purpose, (document, status, gzipped) in bodies.items():
@@ -232,7 +279,13 @@ def test_any_answer_served_is_figures_or_one_line_of_source_error(answering, bod
 
 async def capcon(*args: str) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "console", *args, cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "console",
+        *args,
+        cwd=REPO,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(process.communicate(), timeout=60)
     return process.returncode, out.decode(), err.decode()
@@ -242,10 +295,16 @@ async def capcon(*args: str) -> tuple[int, str, str]:
 async def test_watch_once_on_a_wrong_shape_prints_one_line_and_exits_1(answering, result):
     answering.bodies.clear()
     answering.answer("up", json.dumps(vector(result)).encode())
-    code, out, err = await capcon("watch", "--once", "--source", "prometheus", "--prometheus", answering.url, "--timeout", "5")
+    code, out, err = await capcon(
+        "watch", "--once", "--source", "prometheus", "--prometheus", answering.url, "--timeout", "5"
+    )
     assert code == 1 and err == "" and "Traceback" not in out
-    assert out.count("\n") == 1 and out.startswith(f"capcon watch · source prometheus · Prometheus at {answering.url}: answer to the up query")
-    code, out, err = await capcon("watch", "--once", "--json", "--source", "prometheus", "--prometheus", answering.url, "--timeout", "5")
+    assert out.count("\n") == 1 and out.startswith(
+        f"capcon watch · source prometheus · Prometheus at {answering.url}: answer to the up query"
+    )
+    code, out, err = await capcon(
+        "watch", "--once", "--json", "--source", "prometheus", "--prometheus", answering.url, "--timeout", "5"
+    )
     report = json.loads(out)
     assert code == 1 and report["replicas"] == [] and "answer to the up query" in report["source_error"]
 
@@ -258,22 +317,40 @@ ESCAPE = "\x1b[2J\x1b]0;owned\x07"
 
 async def test_a_servers_words_reach_the_terminal_escaped_and_json_keeps_them(answering):
     answering.bodies.clear()
-    answering.answer("up", json.dumps(vector([
-        row("up", "1", instance=f"evil{ESCAPE}:8000"), row("scraped_at", str(NOW), instance=f"evil{ESCAPE}:8000"),
-        row("up", "0", instance="down\r\nfake line:1"),
-    ])).encode())
-    code, out, _err = await capcon("watch", "--once", "--source", "prometheus", "--prometheus", answering.url, "--timeout", "5")
+    answering.answer(
+        "up",
+        json.dumps(
+            vector(
+                [
+                    row("up", "1", instance=f"evil{ESCAPE}:8000"),
+                    row("scraped_at", str(NOW), instance=f"evil{ESCAPE}:8000"),
+                    row("up", "0", instance="down\r\nfake line:1"),
+                ]
+            )
+        ).encode(),
+    )
+    code, out, _err = await capcon(
+        "watch", "--once", "--source", "prometheus", "--prometheus", answering.url, "--timeout", "5"
+    )
     assert code == 0 and "\x1b" not in out and "\x07" not in out and "\r" not in out
     assert "evil\\x1b[2J\\x1b]0;owned\\x07:8000" in out and "down\\r\\nfake line:1" in out
-    code, out, _err = await capcon("watch", "--once", "--json", "--source", "prometheus", "--prometheus", answering.url, "--timeout", "5")
+    code, out, _err = await capcon(
+        "watch", "--once", "--json", "--source", "prometheus", "--prometheus", answering.url, "--timeout", "5"
+    )
     assert {r["name"] for r in json.loads(out)["replicas"]} == {f"evil{ESCAPE}:8000", "down\r\nfake line:1"}
 
-    answering.answer("up", json.dumps({"status": "error", "errorType": "bad_data", "error": f"nope{ESCAPE}"}).encode(), 400)
-    code, out, _err = await capcon("watch", "--once", "--source", "prometheus", "--prometheus", answering.url, "--timeout", "5")
+    answering.answer(
+        "up", json.dumps({"status": "error", "errorType": "bad_data", "error": f"nope{ESCAPE}"}).encode(), 400
+    )
+    code, out, _err = await capcon(
+        "watch", "--once", "--source", "prometheus", "--prometheus", answering.url, "--timeout", "5"
+    )
     assert code == 1 and out.count("\n") == 1 and "\x1b" not in out and "query refused (HTTP 400): nope\\x1b[2J" in out
 
     answering.answer("up", b"<html>gateway</html>", 503)
-    code, out, _err = await capcon("watch", "--once", "--source", "prometheus", "--prometheus", answering.url, "--timeout", "5")
+    code, out, _err = await capcon(
+        "watch", "--once", "--source", "prometheus", "--prometheus", answering.url, "--timeout", "5"
+    )
     assert code == 1 and "HTTP 503 Service Unavailable: <html>gateway</html>" in out
 
 
@@ -299,9 +376,13 @@ async def test_an_http_reason_phrase_reaches_the_terminal_escaped(reason_server)
     code, out, err = await capcon("watch", "--once", "--target", reason_server, "--interval", "0.2", "--timeout", "2")
     assert code == 1 and "\x1b" not in out + err and "\x07" not in out
     assert "HTTP 503 \\x1b[2J\\x1b[1;1HAll good\\x1b]0;pwned\\x07" in out
-    code, out, err = await capcon("watch", "--once", "--source", "prometheus", "--prometheus", reason_server, "--timeout", "2")
+    code, out, err = await capcon(
+        "watch", "--once", "--source", "prometheus", "--prometheus", reason_server, "--timeout", "2"
+    )
     assert code == 1 and out.count("\n") == 1 and "\x1b" not in out and "HTTP 503 \\x1b[2J" in out
-    code, out, err = await capcon("watch", "--once", "--json", "--target", reason_server, "--interval", "0.2", "--timeout", "2")
+    code, out, err = await capcon(
+        "watch", "--once", "--json", "--target", reason_server, "--interval", "0.2", "--timeout", "2"
+    )
     assert "HTTP 503 \x1b[2J\x1b[1;1HAll good\x1b]0;pwned\x07" in json.loads(out)["replicas"][0]["error"]
 
 
@@ -369,7 +450,15 @@ asyncio.run(main())
 
 async def measured(url: str, timeout: float, cap: int) -> dict:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", MEASURED, url, str(timeout), str(cap), cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-c",
+        MEASURED,
+        url,
+        str(timeout),
+        str(cap),
+        cwd=REPO,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(process.communicate(), timeout=120)
     assert process.returncode == 0, err.decode()
@@ -390,7 +479,10 @@ MiB = 1024 * 1024
 async def test_a_gzip_bomb_is_refused_at_the_cap_with_memory_bounded(bomb, cap_mib):
     url, sends = bomb
     result = await measured(url, 30.0, cap_mib * MiB)
-    assert result["error"] == f"Prometheus at {url}: answers larger than {cap_mib} MB in total (decompressed); not read (a fleet this large needs --max-answer-mb)"
+    assert (
+        result["error"]
+        == f"Prometheus at {url}: answers larger than {cap_mib} MB in total (decompressed); not read (a fleet this large needs --max-answer-mb)"
+    )
     # The six answers together stop at the cap (they share it); the old reader held 4-5 GB here.
     assert result["growth"] < cap_mib * MiB + 96 * MiB, result["growth"] / MiB
     await wait_for(lambda: len(sends) == 6 and all(s["closed"] or s["finished"] for s in sends))
@@ -407,12 +499,29 @@ async def test_watch_once_on_a_gzip_bomb_prints_one_line_exits_1_and_stays_small
         "sys.exit(main(sys.argv[1:]))\n"
     )
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", wrapper, "watch", "--once", "--source", "prometheus", "--prometheus", url, "--timeout", "30",
-        "--max-answer-mb", "16", cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-c",
+        wrapper,
+        "watch",
+        "--once",
+        "--source",
+        "prometheus",
+        "--prometheus",
+        url,
+        "--timeout",
+        "30",
+        "--max-answer-mb",
+        "16",
+        cwd=REPO,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(process.communicate(), timeout=120)
     assert process.returncode == 1
-    assert out.decode() == f"capcon watch · source prometheus · Prometheus at {url}: answers larger than 16 MB in total (decompressed); not read (a fleet this large needs --max-answer-mb)\n"
+    assert (
+        out.decode()
+        == f"capcon watch · source prometheus · Prometheus at {url}: answers larger than 16 MB in total (decompressed); not read (a fleet this large needs --max-answer-mb)\n"
+    )
     peak_kib = int(err.decode().split()[-1])
     assert peak_kib * 1024 < 400 * MiB, peak_kib  # the whole CLI, imports included
 

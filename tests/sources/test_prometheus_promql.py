@@ -97,8 +97,7 @@ def test_every_series_selector_carries_the_fleet_selector():
 def test_every_name_in_the_table_is_queried_in_both_spellings_newest_first():
     queries = promql.refresh_queries("", 10)
     where = {
-        "rates": list(COUNTERS.values())
-        + [HISTOGRAMS["prompt_length"], HISTOGRAMS["output_length"]],
+        "rates": list(COUNTERS.values()) + [HISTOGRAMS["prompt_length"], HISTOGRAMS["output_length"]],
         "gauges": list(GAUGES.values()),
         "cache_config": [(CACHE_CONFIG,)],
         "quantiles": [HISTOGRAMS[canonical] for _f, canonical, _q in QUANTILE_FIGURES],
@@ -120,14 +119,20 @@ def test_old_names_are_fallbacks_joined_with_or_so_nothing_counts_twice():
     ) in gauges
     rates = promql.rates_query("", "1m")
     assert "rate(vllm:inter_token_latency_seconds_bucket" not in rates
-    assert "(rate(vllm:prefix_cache_hits_total[1m]) or rate(vllm_prefix_cache_hits_total[1m]) or rate(vllm:gpu_prefix_cache_hits_total[1m])" in rates
+    assert (
+        "(rate(vllm:prefix_cache_hits_total[1m]) or rate(vllm_prefix_cache_hits_total[1m]) or rate(vllm:gpu_prefix_cache_hits_total[1m])"
+        in rates
+    )
 
 
 def test_quantiles_merge_buckets_by_instance_or_for_the_whole_fleet():
     per_instance = promql.quantiles_query("", "30s")
     fleet = promql.quantiles_query("", "30s", by="")
     assert per_instance.count("histogram_quantile(") == len(QUANTILE_FIGURES)
-    assert "histogram_quantile(0.95, sum by (instance, le) ((rate(vllm:time_to_first_token_seconds_bucket[30s])" in per_instance
+    assert (
+        "histogram_quantile(0.95, sum by (instance, le) ((rate(vllm:time_to_first_token_seconds_bucket[30s])"
+        in per_instance
+    )
     assert "histogram_quantile(0.95, sum by (le) ((rate(vllm:time_to_first_token_seconds_bucket[30s])" in fleet
     assert "time_per_output_token_seconds_bucket[30s]" in fleet  # ITL before 0.10.2
     for field_name, _canonical, _q in QUANTILE_FIGURES:

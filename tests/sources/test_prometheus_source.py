@@ -48,11 +48,27 @@ def answers_for(instances: list[str]) -> dict[str, list[dict]]:
             row("kv_usage", 0.8 if index == 0 else 0.25, instance=instance, engine="1"),
         ]
         for engine in ("0", "1"):
-            labels = {"__name__": "vllm:cache_config_info", "instance": instance, "engine": engine, "block_size": "16", "num_gpu_blocks": "1000"}
+            labels = {
+                "__name__": "vllm:cache_config_info",
+                "instance": instance,
+                "engine": engine,
+                "block_size": "16",
+                "num_gpu_blocks": "1000",
+            }
             config.append({"metric": labels, "value": [NOW, "1"]})
-        quantiles += [row("ttft_p95_seconds", 0.25 * (index + 1), instance=instance), row("itl_p95_seconds", "NaN", instance=instance)]
+        quantiles += [
+            row("ttft_p95_seconds", 0.25 * (index + 1), instance=instance),
+            row("itl_p95_seconds", "NaN", instance=instance),
+        ]
     fleet = [row("ttft_p95_seconds", 0.4), row("ttft_p50_seconds", 0.1), row("itl_p95_seconds", "NaN")]
-    return {"up": up, "rates": rates, "gauges": gauges, "cache_config": config, "quantiles": quantiles, "fleet_quantiles": fleet}
+    return {
+        "up": up,
+        "rates": rates,
+        "gauges": gauges,
+        "cache_config": config,
+        "quantiles": quantiles,
+        "fleet_quantiles": fleet,
+    }
 
 
 def test_answers_become_per_replica_and_fleet_figures():
@@ -93,18 +109,35 @@ def config_row(instance: str, **labels: str) -> dict:
     "config,by_engine,total",
     [
         pytest.param(
-            [config_row(A, engine="0", block_size="16", num_gpu_blocks="14000"), config_row(A, engine="1", block_size="16", num_gpu_blocks="2000")],
-            {"0": 224_000.0, "1": 32_000.0}, 256_000.0, id="per engine label",
+            [
+                config_row(A, engine="0", block_size="16", num_gpu_blocks="14000"),
+                config_row(A, engine="1", block_size="16", num_gpu_blocks="2000"),
+            ],
+            {"0": 224_000.0, "1": 32_000.0},
+            256_000.0,
+            id="per engine label",
         ),
         pytest.param(
             # Two series for the same engine (e.g. scraped by two jobs): counted once.
-            [config_row(A, engine="0", kv_cache_size_tokens="2048"), config_row(A, engine="0", kv_cache_size_tokens="2048", job="other")],
-            {"0": 2048.0}, 2048.0, id="one engine twice",
+            [
+                config_row(A, engine="0", kv_cache_size_tokens="2048"),
+                config_row(A, engine="0", kv_cache_size_tokens="2048", job="other"),
+            ],
+            {"0": 2048.0},
+            2048.0,
+            id="one engine twice",
         ),
-        pytest.param([config_row(A, block_size="16", num_gpu_blocks="1000")], {"0": 16_000.0}, 16_000.0, id="no engine label"),
         pytest.param(
-            [config_row(A, engine="0", block_size="16", num_gpu_blocks="1000"), config_row(A, engine="1", block_size="16", num_gpu_blocks="None")],
-            {"0": 16_000.0}, None, id="one engine without a figure",
+            [config_row(A, block_size="16", num_gpu_blocks="1000")], {"0": 16_000.0}, 16_000.0, id="no engine label"
+        ),
+        pytest.param(
+            [
+                config_row(A, engine="0", block_size="16", num_gpu_blocks="1000"),
+                config_row(A, engine="1", block_size="16", num_gpu_blocks="None"),
+            ],
+            {"0": 16_000.0},
+            None,
+            id="one engine without a figure",
         ),
         pytest.param([], {}, None, id="no cache_config_info"),
     ],
@@ -119,11 +152,21 @@ def test_kv_capacity_per_engine_from_cache_config_info(config, by_engine, total)
 
 def test_replica_states_from_up_timestamps_and_resets():
     answers = answers_for([A, B, "10.0.0.3:8000", "10.0.0.4:8000"])
-    answers["up"] = [r for r in answers["up"] if not (r["metric"]["instance"] == B and r["metric"][promql.FIGURE_LABEL] == "up")]
+    answers["up"] = [
+        r for r in answers["up"] if not (r["metric"]["instance"] == B and r["metric"][promql.FIGURE_LABEL] == "up")
+    ]
     answers["up"].append(row("up", 0, instance=B))
-    answers["up"] = [r for r in answers["up"] if not (r["metric"]["instance"] == "10.0.0.3:8000" and r["metric"][promql.FIGURE_LABEL] == "scraped_at")]
+    answers["up"] = [
+        r
+        for r in answers["up"]
+        if not (r["metric"]["instance"] == "10.0.0.3:8000" and r["metric"][promql.FIGURE_LABEL] == "scraped_at")
+    ]
     answers["up"].append(row("scraped_at", NOW - 600, instance="10.0.0.3:8000"))
-    answers["rates"] = [r for r in answers["rates"] if not (r["metric"]["instance"] == "10.0.0.4:8000" and r["metric"][promql.FIGURE_LABEL] == "resets")]
+    answers["rates"] = [
+        r
+        for r in answers["rates"]
+        if not (r["metric"]["instance"] == "10.0.0.4:8000" and r["metric"][promql.FIGURE_LABEL] == "resets")
+    ]
     answers["rates"].append(row("resets", 1, instance="10.0.0.4:8000"))
     figures = figures_from_answers(answers, 60.0, NOW)
     states = {r.name: (r.state, r.error) for r in figures.replicas}
@@ -184,7 +227,11 @@ async def test_prometheus_down_is_a_source_error_not_a_crash():
 @pytest.fixture
 async def fake_prometheus():
     """A loopback HTTP server answering /api/v1/query as `behaviour` says."""
-    behaviour = {"status": 200, "body": {"status": "success", "data": {"resultType": "vector", "result": []}}, "delay": 0.0}
+    behaviour = {
+        "status": 200,
+        "body": {"status": "success", "data": {"resultType": "vector", "result": []}},
+        "delay": 0.0,
+    }
 
     async def query(request: web.Request) -> web.Response:
         await asyncio.sleep(behaviour["delay"])
@@ -203,7 +250,9 @@ async def fake_prometheus():
 
 async def test_a_refused_query_reports_prometheus_own_error(fake_prometheus):
     url, behaviour = fake_prometheus
-    behaviour.update(status=400, body={"status": "error", "errorType": "bad_data", "error": 'parse error: unexpected "}"'})
+    behaviour.update(
+        status=400, body={"status": "error", "errorType": "bad_data", "error": 'parse error: unexpected "}"'}
+    )
     source = PrometheusSource(url, 'job="vllm"', window_seconds=10, timeout=2)
     figures = await source.collect(NOW)
     await source.aclose()
@@ -217,7 +266,9 @@ async def test_a_slow_prometheus_times_out_into_a_source_error(fake_prometheus):
     source = PrometheusSource(url, "", window_seconds=10, timeout=0.3)
     figures = await source.collect(NOW)
     await source.aclose()
-    assert figures.replicas == () and ("timed out" in figures.source_error or "no answer within" in figures.source_error)
+    assert figures.replicas == () and (
+        "timed out" in figures.source_error or "no answer within" in figures.source_error
+    )
 
 
 async def test_an_empty_answer_from_a_live_prometheus_is_an_empty_fleet(fake_prometheus):
@@ -236,13 +287,17 @@ class BrokenClient:
 
 async def test_any_client_fault_is_a_source_error():
     figures = await PrometheusSource("http://p.invalid", "", 10, client=BrokenClient()).collect(NOW)
-    assert figures.source_error == "Prometheus at http://p.invalid: ValueError: Expecting value: line 1 column 1 (char 0)"
+    assert (
+        figures.source_error == "Prometheus at http://p.invalid: ValueError: Expecting value: line 1 column 1 (char 0)"
+    )
 
 
 def test_watch_with_a_bad_selector_says_what_and_exits_2(capsys):
     from console.cli import main
 
-    code = main(["watch", "--once", "--source", "prometheus", "--prometheus", "http://127.0.0.1:9", "--selector", "job=vllm"])
+    code = main(
+        ["watch", "--once", "--source", "prometheus", "--prometheus", "http://127.0.0.1:9", "--selector", "job=vllm"]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and "--selector 'job=vllm'" in err and 'expected matchers like job="vllm"' in err
@@ -261,7 +316,9 @@ async def served_answers():
     async def query(request: web.Request) -> web.StreamResponse:
         state["requests"].append((dict(request.query), request.headers.get("Accept-Encoding")))
         purpose = purposes[request.query["query"]]
-        response = web.json_response({"status": "success", "data": {"resultType": "vector", "result": state["answers"][purpose]}})
+        response = web.json_response(
+            {"status": "success", "data": {"resultType": "vector", "result": state["answers"][purpose]}}
+        )
         response.enable_compression()  # gzip, as Prometheus answers when asked
         return response
 
@@ -294,12 +351,18 @@ async def test_answers_over_the_cap_are_refused_not_parsed(served_answers):
     figures = await source.collect(NOW)
     await source.aclose()
     assert figures.replicas == ()
-    assert figures.source_error == f"Prometheus at {url}: answers larger than {2000 / 1048576:g} MB in total (decompressed); not read (a fleet this large needs --max-answer-mb)"
+    assert (
+        figures.source_error
+        == f"Prometheus at {url}: answers larger than {2000 / 1048576:g} MB in total (decompressed); not read (a fleet this large needs --max-answer-mb)"
+    )
 
 
 async def test_a_declared_length_over_the_cap_is_refused_before_reading(fake_prometheus):
     url, behaviour = fake_prometheus
-    behaviour["body"] = {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": [NOW, "1"]}] * 200}}
+    behaviour["body"] = {
+        "status": "success",
+        "data": {"resultType": "vector", "result": [{"metric": {}, "value": [NOW, "1"]}] * 200},
+    }
     source = PrometheusSource(url, "", window_seconds=10, timeout=2, max_answer_bytes=1000)
     figures = await source.collect(NOW)
     await source.aclose()
@@ -322,7 +385,10 @@ async def test_an_unusable_url_is_a_source_error(url, problem):
     "typed, message",
     [
         ("prom_1:9090", "--prometheus 'prom_1:9090': '_' is not allowed in a host name"),
-        ("http://admin:hunter2@prom:99999", "--prometheus 'http://admin:***@prom:99999': port 99999 is outside 1-65535"),
+        (
+            "http://admin:hunter2@prom:99999",
+            "--prometheus 'http://admin:***@prom:99999': port 99999 is outside 1-65535",
+        ),
     ],
 )
 def test_watch_refuses_an_unusable_prometheus_url_with_exit_2(capsys, typed, message):
@@ -336,7 +402,12 @@ def test_watch_refuses_an_unusable_prometheus_url_with_exit_2(capsys, typed, mes
 def test_watch_refuses_a_max_answer_that_is_not_positive(capsys):
     from console.cli import main
 
-    assert main(["watch", "--once", "--source", "prometheus", "--prometheus", "http://127.0.0.1:9", "--max-answer-mb", "0"]) == 2
+    assert (
+        main(
+            ["watch", "--once", "--source", "prometheus", "--prometheus", "http://127.0.0.1:9", "--max-answer-mb", "0"]
+        )
+        == 2
+    )
     assert "--max-answer-mb 0: expected a positive number of MB" in capsys.readouterr().err
 
 
@@ -347,8 +418,24 @@ def self_signed(tmp_path):
 
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     made = subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1"],
-        capture_output=True, check=False,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+        capture_output=True,
+        check=False,
     )
     if made.returncode != 0:
         pytest.skip(f"openssl could not make a test certificate: {made.stderr.decode()[:200]}")
@@ -369,5 +456,8 @@ async def test_tls_is_verified_unless_told_otherwise(self_signed):
         refused, answered = await verified.collect(NOW), await insecure.collect(NOW)
         await verified.aclose()
         await insecure.aclose()
-    assert refused.source_error.startswith(f"Prometheus at {url}: TLS failed: ") and "CERTIFICATE" in refused.source_error.upper()
+    assert (
+        refused.source_error.startswith(f"Prometheus at {url}: TLS failed: ")
+        and "CERTIFICATE" in refused.source_error.upper()
+    )
     assert answered.source_error == ""

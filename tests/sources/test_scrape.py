@@ -169,7 +169,10 @@ async def test_an_announced_oversized_page_is_not_read():
 
 
 async def test_nan_gauges_read_as_unknown():
-    text = sample_text(V032_SMALL_KV).replace('vllm:num_requests_running{engine="0",model_name="tiny"} 0.0', 'vllm:num_requests_running{engine="0",model_name="tiny"} NaN')
+    text = sample_text(V032_SMALL_KV).replace(
+        'vllm:num_requests_running{engine="0",model_name="tiny"} 0.0',
+        'vllm:num_requests_running{engine="0",model_name="tiny"} NaN',
+    )
     async with serve(pages_in_turn(text)) as url:
         result = await scrape_one(url)
     assert result.state == "up" and result.sample.running is None and result.sample.waiting == 0.0
@@ -217,7 +220,22 @@ async def test_all_targets_are_scraped_concurrently_and_failures_stay_per_target
 def self_signed(tmp_path):
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     made = subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1"],
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
         capture_output=True,
         check=False,
     )
@@ -267,7 +285,9 @@ def gzipping(text: str):
         accepted = "gzip" in request.headers.get("Accept-Encoding", "")
         seen.append(accepted)
         if accepted:
-            return web.Response(body=gzip.compress(text.encode()), headers={"Content-Encoding": "gzip", "Content-Type": "text/plain"})
+            return web.Response(
+                body=gzip.compress(text.encode()), headers={"Content-Encoding": "gzip", "Content-Type": "text/plain"}
+            )
         return web.Response(text=text)
 
     return handler, seen
@@ -395,7 +415,11 @@ async def test_a_timed_out_target_answers_again_on_the_next_refresh():
 
 
 async def test_a_url_that_cannot_be_fetched_is_down_not_raised():
-    targets = [Target("ftp", "ftp://h/metrics"), Target("port", "http://h:notaport/metrics"), Target("host", "http:///metrics")]
+    targets = [
+        Target("ftp", "ftp://h/metrics"),
+        Target("port", "http://h:notaport/metrics"),
+        Target("host", "http:///metrics"),
+    ]
     source = ScrapeSource(targets)
     try:
         results = await source.fetch(now=1.0)

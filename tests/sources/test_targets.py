@@ -99,7 +99,10 @@ def test_watch_refuses_a_scheme_other_than_http_before_polling(capsys):
     assert main(["watch", "--target", "ftp://x", "--once", "--interval", "0.2"]) == 2
     out, err = capsys.readouterr()
     assert out == ""
-    assert err == "capcon watch: target 'ftp://x': scheme 'ftp' is not http or https; expected host:port or an http(s) URL such as http://10.0.0.5:8000\n"
+    assert (
+        err
+        == "capcon watch: target 'ftp://x': scheme 'ftp' is not http or https; expected host:port or an http(s) URL such as http://10.0.0.5:8000\n"
+    )
 
 
 @pytest.mark.parametrize("typed", ["http//10.0.0.5:8000", "http:/10.0.0.5:8000", "10.0.0.5;8000"])
@@ -122,7 +125,10 @@ def test_the_issues_typos_are_exit_2_naming_what_where_and_what_was_expected(cap
         ("http://tok3n@10.0.0.5:8000", "http://***@10.0.0.5:8000"),
         ("http://admin:p@ss/w:rd@10.0.0.5:8000", "http://admin:***@10.0.0.5:8000"),
         ("http://10.0.0.5:99999/metrics?token=abc&x=1", "http://10.0.0.5:99999/metrics?token=***&x=1"),
-        ("http://h:1/m?API_KEY=a&X-Amz-Signature=b&accessToken=c&keyword=d", "http://h:1/m?API_KEY=***&X-Amz-Signature=***&accessToken=***&keyword=d"),
+        (
+            "http://h:1/m?API_KEY=a&X-Amz-Signature=b&accessToken=c&keyword=d",
+            "http://h:1/m?API_KEY=***&X-Amz-Signature=***&accessToken=***&keyword=d",
+        ),
         ("admin:pw@http://x", "admin:***@http://x"),
     ],
 )
@@ -133,7 +139,10 @@ def test_a_password_is_masked_where_a_target_is_shown(typed, shown):
 def test_credentials_in_a_target_are_taken_and_never_in_its_name():
     """user:password@ is sent as Basic auth: the URL to connect keeps it, the name never has it."""
     assert metrics_url("http://admin:hunter2@10.0.0.5:8000") == "http://admin:hunter2@10.0.0.5:8000/metrics"
-    assert metrics_url("admin:hunter%2F2@10.0.0.5:8000/?token=t0k") == "http://admin:hunter%2F2@10.0.0.5:8000/metrics?token=t0k"
+    assert (
+        metrics_url("admin:hunter%2F2@10.0.0.5:8000/?token=t0k")
+        == "http://admin:hunter%2F2@10.0.0.5:8000/metrics?token=t0k"
+    )
     [target] = targets_from(["http://admin:hunter2@10.0.0.5:8000"])
     assert target.name == "10.0.0.5:8000" and target.url == "http://admin:hunter2@10.0.0.5:8000/metrics"
     [shown] = shown_targets([target])
@@ -141,12 +150,17 @@ def test_credentials_in_a_target_are_taken_and_never_in_its_name():
 
 
 def test_targets_told_apart_only_by_a_secret_keep_a_row_each():
-    targets = targets_from(["http://h:1/metrics?token=a", "http://h:1/metrics?token=b", "http://u:x@h:1", "http://u:y@h:1"])
+    targets = targets_from(
+        ["http://h:1/metrics?token=a", "http://h:1/metrics?token=b", "http://u:x@h:1", "http://u:y@h:1"]
+    )
     assert len(targets) == 4
     shown = shown_targets(targets)
     assert len({t.url for t in shown}) == len({t.name for t in shown}) == 4
     assert [t.url for t in shown] == [
-        "http://h:1/metrics?token=***", "http://h:1/metrics?token=***#2", "http://u:***@h:1/metrics", "http://u:***@h:1/metrics#2",
+        "http://h:1/metrics?token=***",
+        "http://h:1/metrics?token=***#2",
+        "http://u:***@h:1/metrics",
+        "http://u:***@h:1/metrics#2",
     ]
     assert not any(secret in t.url + t.name for t in shown for secret in ("token=a", "token=b", ":x@", ":y@"))
 
@@ -182,7 +196,9 @@ def test_a_plan_file_never_echoes_a_password():
     text = _plan_with_targets(["http://admin:hunter2@10.0.0.5:99999"])
     with pytest.raises(PlanError) as error:
         parse_plan(text, "p.yaml")
-    assert "hunter2" not in str(error.value) and "fleet.targets[0]: got 'http://admin:***@10.0.0.5:99999'" in str(error.value)
+    assert "hunter2" not in str(error.value) and "fleet.targets[0]: got 'http://admin:***@10.0.0.5:99999'" in str(
+        error.value
+    )
 
 
 def test_a_plan_takes_a_target_with_credentials():
@@ -214,8 +230,12 @@ def test_every_valid_address_is_accepted_and_keeps_its_host_and_port(scheme, hos
 
 
 @settings(max_examples=300)
-@given(host=HOST_NAME, port=PORT, junk=st.sampled_from(list(";,<>\"'\\{}|^`!$&()*+=~_ \t\n\r\x00\x1b\x7f") + ["é", "\u200b", "ﬀ"]),
-       where=st.integers(min_value=0, max_value=200))
+@given(
+    host=HOST_NAME,
+    port=PORT,
+    junk=st.sampled_from(list(";,<>\"'\\{}|^`!$&()*+=~_ \t\n\r\x00\x1b\x7f") + ["é", "\u200b", "ﬀ"]),
+    where=st.integers(min_value=0, max_value=200),
+)
 def test_a_junk_character_in_the_host_is_refused(host, port, junk, where):
     at = where % (len(host) + 1)
     typed = f"{host[:at]}{junk}{host[at:]}:{port}"
@@ -269,11 +289,13 @@ def _plan_with_targets(targets: list[str]) -> str:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.one_of(
-    st.text(max_size=30),
-    st.builds(lambda h, p: f"{h}:{p}", HOST, PORT),
-    st.sampled_from(["http//10.0.0.5:8000", "http:/10.0.0.5:8000", "10.0.0.5;8000", "vllm_1:8000"]),
-))
+@given(
+    st.one_of(
+        st.text(max_size=30),
+        st.builds(lambda h, p: f"{h}:{p}", HOST, PORT),
+        st.sampled_from(["http//10.0.0.5:8000", "http:/10.0.0.5:8000", "10.0.0.5;8000", "vllm_1:8000"]),
+    )
+)
 def test_a_plan_takes_exactly_the_targets_the_option_takes(text):
     assume(text.strip() and "\x00" not in text)  # YAML itself refuses NUL; an empty string is another rule
     try:
@@ -296,5 +318,8 @@ def test_watch_with_a_plan_whose_target_is_mistyped_is_exit_2_with_file_and_line
     assert main(["watch", str(path), "--once", "--interval", "0.2"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
-    assert re.match(rf"capcon watch: {re.escape(str(path))}:\d+: fleet\.targets\[1\]: got 'http//10.0.0.5:8000': "
-                    r"'http//' is a mistyped scheme: write http://; expected host:port", err), err
+    assert re.match(
+        rf"capcon watch: {re.escape(str(path))}:\d+: fleet\.targets\[1\]: got 'http//10.0.0.5:8000': "
+        r"'http//' is a mistyped scheme: write http://; expected host:port",
+        err,
+    ), err

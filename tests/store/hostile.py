@@ -29,8 +29,13 @@ def build_history(path: Path, polls: int = 600, replicas: int = 2, step: float =
         at = T0 + step * i
         for n, fake in enumerate(fakes):
             fake.serve(2 + n, ttft=0.05 if i % 7 else 0.6)
-        record(store, at, {f"r{n}": fake.sample(at, kv=0.2 + (i % 50) / 100) for n, fake in enumerate(fakes)},
-               plan=plan, raised=("kv",) if i % 4 == 1 else ())
+        record(
+            store,
+            at,
+            {f"r{n}": fake.sample(at, kv=0.2 + (i % 50) / 100) for n, fake in enumerate(fakes)},
+            plan=plan,
+            raised=("kv",) if i % 4 == 1 else (),
+        )
     store.write_event(T0 + 1.0, "recording_started", None, None, {"pid": 1, "host": "h", "fleets": ["chat"]})
     store.close()
     return path
@@ -44,8 +49,12 @@ def pages_of(path: Path, table: str) -> list[int]:
     """The leaf pages of a table or index, in file order (SQLite's dbstat)."""
     connection = sqlite3.connect(path)
     try:
-        return [row[0] for row in connection.execute(
-            "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' ORDER BY pageno", (table,))]
+        return [
+            row[0]
+            for row in connection.execute(
+                "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' ORDER BY pageno", (table,)
+            )
+        ]
     finally:
         connection.close()
 
@@ -72,11 +81,20 @@ def damaged_copy(pristine: Path, folder: Path, table: str) -> Path:
     return path
 
 
-def capcon(*args, data_home: Path, timeout: float = 120.0, stdout=subprocess.PIPE, **options) -> subprocess.CompletedProcess:
+def capcon(
+    *args, data_home: Path, timeout: float = 120.0, stdout=subprocess.PIPE, **options
+) -> subprocess.CompletedProcess:
     """`capcon ARGS` as a real subprocess (arguments may be bytes, as a shell passes them)."""
     return subprocess.run(
-        [sys.executable, "-m", "console", *args], stdout=stdout, stderr=subprocess.PIPE, timeout=timeout, cwd=REPO,
-        env=cli_env(data_home), stdin=subprocess.DEVNULL, check=False, **options,
+        [sys.executable, "-m", "console", *args],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        timeout=timeout,
+        cwd=REPO,
+        env=cli_env(data_home),
+        stdin=subprocess.DEVNULL,
+        check=False,
+        **options,
     )
 
 

@@ -58,7 +58,9 @@ def sim_polls(count: int, replicas: int = 3, interval: float = 0.25, seed: int =
             return collector.records
 
     records = asyncio.run(collect())
-    assert all(r.results and any(t.sample is not None for t in r.results) for r in records), "the simulated fleet did not answer"
+    assert all(r.results and any(t.sample is not None for t in r.results) for r in records), (
+        "the simulated fleet did not answer"
+    )
     return records
 
 
@@ -114,7 +116,13 @@ def polls_in(db: Path) -> int:
 def capcon(*args: str, data_home: Path, timeout: float = 60.0) -> subprocess.CompletedProcess:
     """`capcon ARGS` as a subprocess with its data directory under `data_home`."""
     return subprocess.run(
-        [sys.executable, "-m", "console", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO, env=cli_env(data_home), check=False,
+        [sys.executable, "-m", "console", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env=cli_env(data_home),
+        check=False,
     )
 
 
@@ -130,8 +138,23 @@ def cli_env(data_home: Path) -> dict[str, str]:
 def capcon_sim(replicas: int = 3, seed: int = 2):
     """`capcon sim` in a subprocess; yields its replicas' base URLs and stops it (SIGTERM, then SIGKILL) after."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "console", "sim", str(PLAN), "--replicas", str(replicas), "--seed", str(seed), "--status-every", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "console",
+            "sim",
+            str(PLAN),
+            "--replicas",
+            str(replicas),
+            "--seed",
+            str(seed),
+            "--status-every",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
     )
     try:
         urls: list[str] = []

@@ -21,8 +21,14 @@ def figure(output: str, key: str) -> float:
 
 def test_the_quick_benchmark_runs_and_reports_every_figure():
     page = SAMPLES / V032_SMALL_KV
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_history.py"), str(page), "--quick"],
-                          check=False, capture_output=True, text=True, timeout=100, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_history.py"), str(page), "--quick"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=100,
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stderr
     out = done.stdout
     every_second, every_fifth = figure(out, "bytes_per_replica_day_1s"), figure(out, "bytes_per_replica_day_5s")
@@ -35,6 +41,12 @@ def test_the_quick_benchmark_runs_and_reports_every_figure():
 
 
 def test_a_missing_page_is_a_one_line_error(tmp_path):
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_history.py"), str(tmp_path / "none.txt"), "--quick"],
-                          check=False, capture_output=True, text=True, timeout=60, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_history.py"), str(tmp_path / "none.txt"), "--quick"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no such page" in done.stderr

@@ -21,7 +21,9 @@ from console.store.codec import (
     layout_of,
 )
 
-finite_bounds = st.lists(st.floats(min_value=-1e6, max_value=1e9, allow_nan=False), min_size=0, max_size=30, unique=True).map(sorted)
+finite_bounds = st.lists(
+    st.floats(min_value=-1e6, max_value=1e9, allow_nan=False), min_size=0, max_size=30, unique=True
+).map(sorted)
 bounds = finite_bounds.map(lambda b: tuple(b) + (math.inf,))
 sums = st.none() | st.floats(allow_nan=False)
 layouts = st.integers(min_value=1, max_value=2**40)
@@ -30,7 +32,9 @@ layouts = st.integers(min_value=1, max_value=2**40)
 @st.composite
 def whole_histograms(draw):
     edges = draw(bounds)
-    increments = draw(st.lists(st.integers(min_value=0, max_value=2**53 // 64), min_size=len(edges), max_size=len(edges)))
+    increments = draw(
+        st.lists(st.integers(min_value=0, max_value=2**53 // 64), min_size=len(edges), max_size=len(edges))
+    )
     counts = tuple(float(c) for c in accumulate(increments))
     count = draw(st.none() | st.just(counts[-1]) | st.integers(min_value=0, max_value=2**53).map(float))
     return Histogram(edges, counts, draw(sums), count)
@@ -86,8 +90,31 @@ def test_missing_sum_and_count_stay_missing_and_zero_stays_zero():
 
 def test_a_latency_histogram_takes_a_few_bytes_per_bucket():
     # vLLM's TTFT layout (18 buckets + Inf) after a day of traffic: most buckets take one or two bytes.
-    edges = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, math.inf)
-    counts = tuple(float(c) for c in accumulate([0, 0, 3, 80, 900, 4000, 9000, 12000, 30000, 8000, 900, 300, 120, 8, 1, 0, 0, 0, 0]))
+    edges = (
+        0.001,
+        0.005,
+        0.01,
+        0.02,
+        0.04,
+        0.06,
+        0.08,
+        0.1,
+        0.25,
+        0.5,
+        0.75,
+        1.0,
+        2.5,
+        5.0,
+        7.5,
+        10.0,
+        20.0,
+        40.0,
+        math.inf,
+    )
+    counts = tuple(
+        float(c)
+        for c in accumulate([0, 0, 3, 80, 900, 4000, 9000, 12000, 30000, 8000, 900, 300, 120, 8, 1, 0, 0, 0, 0])
+    )
     blob = encode(Histogram(edges, counts, 12345.678, counts[-1]), 7)
     assert len(blob) <= 1 + 1 + 3 + 8 + 2 * len(edges)
 
@@ -113,7 +140,7 @@ def test_any_bytes_decode_to_a_histogram_or_a_codec_error(blob, edges):
     assert len(back.counts) == len(edges) + 1
 
 
-@pytest.mark.parametrize("blob", [b"", b"x", b"\x00\x01", b"{\"counts\": [1, 2]}"])
+@pytest.mark.parametrize("blob", [b"", b"x", b"\x00\x01", b'{"counts": [1, 2]}'])
 def test_foreign_bytes_are_not_a_stored_histogram(blob):
     with pytest.raises(CodecError, match="not a stored histogram"):
         decode(blob, (1.0, math.inf))
@@ -140,11 +167,14 @@ def test_a_damaged_layout_is_refused(text):
         bounds_from_text(text)
 
 
-@pytest.mark.parametrize("blob", [
-    b"v\x01" + b"\xff" * 200 + b"\x01" + b"\x00" * 8 + b"\x01",  # a count of 1400 bits
-    b"v\x01\x01" + b"\x00" * 8 + b"\xff" * 200 + b"\x01",  # a bucket of 1400 bits
-    b"d\x01\x00\x00",  # cut inside the fractional count
-])
+@pytest.mark.parametrize(
+    "blob",
+    [
+        b"v\x01" + b"\xff" * 200 + b"\x01" + b"\x00" * 8 + b"\x01",  # a count of 1400 bits
+        b"v\x01\x01" + b"\x00" * 8 + b"\xff" * 200 + b"\x01",  # a bucket of 1400 bits
+        b"d\x01\x00\x00",  # cut inside the fractional count
+    ],
+)
 def test_numbers_no_float_can_hold_or_cut_doubles_are_refused(blob):
     with pytest.raises(CodecError, match="damaged"):
         decode(blob, (math.inf,))

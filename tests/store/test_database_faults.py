@@ -58,7 +58,7 @@ def test_a_failed_commit_forgets_the_ids_it_cached(tmp_path):
     store = Store.open(path, read_only=True)
     assert [f.name for f in store.fleets()] == ["a", "c", "b"]
     for fleet, at in (("a", 1.0), ("c", 3.0), ("b", 4.0)):
-        (poll_id, when), = store.poll_times(fleet)
+        ((poll_id, when),) = store.poll_times(fleet)
         assert when == at
         names = {r.name for r in store.poll(poll_id).results}
         assert names == {f"{fleet}-{i}" for i in range(40)}, fleet  # every sample's replica exists, in its own fleet
@@ -79,18 +79,26 @@ def immutable_folder(tmp_path):
     subprocess.run(["chattr", "-i", str(folder)], check=False)
 
 
-def test_a_reader_who_cannot_write_the_folder_still_reads_a_file_no_recorder_has_open(immutable_folder, tmp_path, capsys):
+def test_a_reader_who_cannot_write_the_folder_still_reads_a_file_no_recorder_has_open(
+    immutable_folder, tmp_path, capsys
+):
     path = immutable_folder / "h.sqlite"
     source = Store.open(path)
-    sample = ReplicaSample(at=100.0, counters={"requests": 7.0}, running=2.0, waiting=0.0, kv_usage_by_engine={"0": 0.25})
-    source.write_poll(PollRecord("f", 100.0, 100.0, "scrape", 60.0, 1.0, (TargetResult("r", "http://r/metrics", "up", sample, "", 100.0),)))
+    sample = ReplicaSample(
+        at=100.0, counters={"requests": 7.0}, running=2.0, waiting=0.0, kv_usage_by_engine={"0": 0.25}
+    )
+    source.write_poll(
+        PollRecord(
+            "f", 100.0, 100.0, "scrape", 60.0, 1.0, (TargetResult("r", "http://r/metrics", "up", sample, "", 100.0),)
+        )
+    )
     source.close()  # the last connection: the write-ahead log is folded in and removed
     locked = subprocess.run(["chattr", "+i", str(immutable_folder)], capture_output=True, text=True)
     if locked.returncode != 0:
         pytest.skip(f"chattr +i refused here: {locked.stderr.strip()}")
     assert not (immutable_folder / "h.sqlite-shm").exists()
     store = Store.open(path, read_only=True)
-    (poll_id, _), = store.poll_times("f")
+    ((poll_id, _),) = store.poll_times("f")
     assert store.poll(poll_id).results[0].sample.counters["requests"] == 7.0
     store.close()
     assert main(["export", "--db", str(path), "--from", "0", "--to", "now", "--format", "jsonl"]) == 0

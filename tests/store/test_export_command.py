@@ -28,8 +28,13 @@ def history(tmp_path_factory):
         at = T0 - 60 + 15 * i
         a.serve(3, ttft=0.05 if i % 4 else 0.7)
         b.serve(1, ttft=0.3)
-        record(store, at, {"a": a.sample(at, kv=0.25 + i / 100), "b": b.sample(at) if i != 7 else None},
-               plan=load_plan("plans/chat-8b-l40s.yaml"), raised=("kv",) if i == 20 else ())
+        record(
+            store,
+            at,
+            {"a": a.sample(at, kv=0.25 + i / 100), "b": b.sample(at) if i != 7 else None},
+            plan=load_plan("plans/chat-8b-l40s.yaml"),
+            raised=("kv",) if i == 20 else (),
+        )
     store.write_event(T0 + 100, "recording-started", None, "recorder", {"interval": 15})
     store.close()
     return str(path)
@@ -99,12 +104,15 @@ def test_an_empty_range_writes_only_the_header(history, capsys):
     assert "no samples" in err
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--from", "tomorrowish", "--to", "now", "--format", "csv"], "--from 'tomorrowish' is not a time"),
-    ([*RANGE, "--format", "xlsx"], "--format 'xlsx': expected csv or jsonl"),
-    ([*RANGE, "--format", "csv", "--what", "everything"], "expected one of samples, flags, events, figures"),
-    ([*RANGE, "--format", "csv", "--fleet", "other"], "--fleet 'other': not in"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--from", "tomorrowish", "--to", "now", "--format", "csv"], "--from 'tomorrowish' is not a time"),
+        ([*RANGE, "--format", "xlsx"], "--format 'xlsx': expected csv or jsonl"),
+        ([*RANGE, "--format", "csv", "--what", "everything"], "expected one of samples, flags, events, figures"),
+        ([*RANGE, "--format", "csv", "--fleet", "other"], "--fleet 'other': not in"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(history, capsys, argv, words):
     code, _, err = export(capsys, history, *argv)
     assert code == 2 and words in err and len(err.strip().splitlines()) == 1
@@ -133,9 +141,13 @@ def three_runs(tmp_path_factory):
     first = record_synthetic(path, 200.0, replicas=3, interval=5.0, incident=queueing, plan_path=None)
     event(R0 + 201.0, "recording_stopped", 1)
     event(R0 + 207.0, "recording_started", 2)
-    second = record_synthetic(path, 200.0, interval=5.0, start=R0 + 208.0, incident=queueing, plan_path=None, carry_on=first)
+    second = record_synthetic(
+        path, 200.0, interval=5.0, start=R0 + 208.0, incident=queueing, plan_path=None, carry_on=first
+    )
     event(R0 + 409.0, "recording_started", 3)
-    third = record_synthetic(path, 200.0, interval=5.0, start=R0 + 413.0, incident=queueing, plan_path=None, carry_on=first)
+    third = record_synthetic(
+        path, 200.0, interval=5.0, start=R0 + 413.0, incident=queueing, plan_path=None, carry_on=first
+    )
     return str(path), R0, first.views + second.views + third.views
 
 
@@ -163,15 +175,38 @@ def _as_exported(value):
 @pytest.mark.parametrize("offset", [0.0, 300.0])
 def test_figures_are_the_replays_poll_by_poll_across_console_restarts(three_runs, capsys, offset):
     path, start, live = three_runs
-    code, out, _ = export(capsys, path, "--from", str(start + offset), "--to", str(start + 700.0), "--format", "jsonl", "--what", "figures")
+    code, out, _ = export(
+        capsys,
+        path,
+        "--from",
+        str(start + offset),
+        "--to",
+        str(start + 700.0),
+        "--format",
+        "jsonl",
+        "--what",
+        "figures",
+    )
     assert code == 0
     rows = [json.loads(line) for line in out.splitlines()]
     shown = _replayed(path, start + offset)
     assert sorted({r["poll"] for r in rows}) == sorted(shown)
     for row in rows:
         figures = shown[row["poll"]]
-        subject = figures.fleet if row["subject"] == "fleet" else next(r for r in figures.replicas if r.name == row["subject"])
-        for name in ("requests_per_second", "ttft_p95_seconds", "queue_p95_seconds", "waiting", "state", "kv_usage", "requests_per_second_by_reason"):
+        subject = (
+            figures.fleet
+            if row["subject"] == "fleet"
+            else next(r for r in figures.replicas if r.name == row["subject"])
+        )
+        for name in (
+            "requests_per_second",
+            "ttft_p95_seconds",
+            "queue_p95_seconds",
+            "waiting",
+            "state",
+            "kv_usage",
+            "requests_per_second_by_reason",
+        ):
             assert row[name] == _as_exported(getattr(subject, name)), f"poll {row['poll']} {row['subject']} {name}"
     if offset == 0.0:
         # From the start, the replay is the whole recording: the figures the live consoles showed.
@@ -191,7 +226,9 @@ def two_fleets(tmp_path_factory):
         record(store, T0 + 10, {"a": a.sample(T0 + 10)}, fleet=fleet)
     store.write_event(T0 + 1, "recording_started", None, None, {"pid": 11, "command": "record", "fleets": ["chat"]})
     store.write_event(T0 + 2, "recording_started", None, None, {"pid": 12, "command": "watch", "fleets": ["code"]})
-    store.write_event(T0 + 3, "recording_started", None, None, {"pid": 13, "command": "record", "fleets": ["chat", "code"]})
+    store.write_event(
+        T0 + 3, "recording_started", None, None, {"pid": 13, "command": "record", "fleets": ["chat", "code"]}
+    )
     store.write_event(T0 + 4, "overflow", "code", "a", {"switched": "on"})
     store.write_event(T0 + 5, "note", None, None, {"text": "no fleet at all"})
     store.close()
@@ -204,7 +241,9 @@ def test_events_of_one_fleet_leave_out_the_other_fleets_sessions(two_fleets, cap
     events = [json.loads(line) for line in out.splitlines()]
     # pid 12 recorded only "code", and the overflow is code's: neither is chat's.
     assert [(e["kind"], e["detail"].get("pid")) for e in events] == [
-        ("recording_started", 11), ("recording_started", 13), ("note", None),
+        ("recording_started", 11),
+        ("recording_started", 13),
+        ("note", None),
     ]
 
 

@@ -40,6 +40,9 @@ def test_two_unnamed_fleets_record_into_one_file_as_two_fleets(tmp_path):
     path = tmp_path / "h.sqlite"
     with capcon_sim(replicas=2) as urls:
         assert main(["watch", "--target", urls[0], "--once", "--interval", "0.3", "--db", str(path)]) == 0
-        assert main(["watch", "--target", urls[1], "--once", "--interval", "0.3", "--db", str(path), "--name", "second"]) == 0
+        assert (
+            main(["watch", "--target", urls[1], "--once", "--interval", "0.3", "--db", str(path), "--name", "second"])
+            == 0
+        )
     names = [f.name for f in Store.open(path, read_only=True).fleets()]
     assert len(names) == 2 and "second" in names and names[0].startswith("127.0.0.1:")

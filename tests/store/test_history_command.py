@@ -42,7 +42,13 @@ def history(tmp_path_factory):
         a.serve(2 + burst, ttft=0.05, prompt=1000.0, output=300.0)
         b.serve(1, ttft=0.3, prompt=3000.0, output=100.0, preempted=1 if at == NINE + 1800 else 0)
         raised = ("kv",) if at == NINE + 40 * 60 else ("queue",) if at == NINE + 130 * 60 else ()
-        record(store, at, {"a": a.sample(at, kv=0.95 if at == NINE + 600 else 0.4), "b": b.sample(at)}, plan=plan, raised=raised)
+        record(
+            store,
+            at,
+            {"a": a.sample(at, kv=0.95 if at == NINE + 600 else 0.4), "b": b.sample(at)},
+            plan=plan,
+            raised=raised,
+        )
     store.close()
     return str(path)
 
@@ -54,7 +60,9 @@ def run(capsys, *argv):
 
 
 def test_hours_show_the_known_burst_p95_flags_load_and_an_unknown_hour(history, capsys):
-    code, out, err = run(capsys, "--db", history, "--from", "2026-11-23T09:00+01:00", "--to", "2026-11-23T12:00+01:00", "--json")
+    code, out, err = run(
+        capsys, "--db", history, "--from", "2026-11-23T09:00+01:00", "--to", "2026-11-23T12:00+01:00", "--json"
+    )
     assert code == 0, err
     fleet = json.loads(out)["fleets"][0]
     assert fleet["timezone"] == "Europe/Warsaw" and fleet["plan"] == "internal-assistant-18rps"
@@ -67,7 +75,9 @@ def test_hours_show_the_known_burst_p95_flags_load_and_an_unknown_hour(history, 
     assert nine["kv_usage_max"] == 0.95
     assert nine["preemptions"] == 1
     assert nine["flags_raised"] == 1 and nine["flags_by_kind"] == {"kv": 1}
-    capacity = replicas_needed(load_plan(PLAN), 18.0) * load_plan(PLAN).capacity.rps_per_replica  # Monday 09:00 plans 18 rps
+    capacity = (
+        replicas_needed(load_plan(PLAN), 18.0) * load_plan(PLAN).capacity.rps_per_replica
+    )  # Monday 09:00 plans 18 rps
     assert nine["planned_capacity_rps"] == capacity
     assert math.isclose(nine["load"], nine["busiest_rps"] / capacity)
     for key in ("busiest_rps", "ttft_p95_seconds", "kv_usage_max", "preemptions", "flags_raised", "load"):
@@ -77,7 +87,9 @@ def test_hours_show_the_known_burst_p95_flags_load_and_an_unknown_hour(history, 
 
 
 def test_a_day_line_fits_80_columns_and_unknown_shows_as_a_dash(history, capsys):
-    code, out, _ = run(capsys, "--db", history, "--from", "2026-11-22T00:00+01:00", "--to", "2026-11-24T00:00+01:00", "--by", "day")
+    code, out, _ = run(
+        capsys, "--db", history, "--from", "2026-11-22T00:00+01:00", "--to", "2026-11-24T00:00+01:00", "--by", "day"
+    )
     assert code == 0
     lines = out.splitlines()
     assert all(len(line) <= 80 for line in lines), max(lines, key=len)
@@ -88,7 +100,9 @@ def test_a_day_line_fits_80_columns_and_unknown_shows_as_a_dash(history, capsys)
 
 
 def test_the_hour_table_names_flag_kinds(history, capsys):
-    code, out, _ = run(capsys, "--db", history, "--from", "2026-11-23T09:00+01:00", "--to", "2026-11-23T12:00+01:00", "--tz", "UTC")
+    code, out, _ = run(
+        capsys, "--db", history, "--from", "2026-11-23T09:00+01:00", "--to", "2026-11-23T12:00+01:00", "--tz", "UTC"
+    )
     assert code == 0
     rows = [line for line in out.splitlines() if line.startswith("Mon 11-23")]
     assert [row.split()[2] for row in rows] == ["08:00", "09:00", "10:00"]  # cut on UTC's clock as asked
@@ -96,8 +110,18 @@ def test_the_hour_table_names_flag_kinds(history, capsys):
 
 
 def test_the_week_against_the_plan_suggests_a_profile_that_pastes_back(history, capsys):
-    code, out, _ = run(capsys, "--db", history, "--from", "2026-11-23T00:00+01:00", "--to", "2026-11-30T00:00+01:00",
-                       "--plan", PLAN, "--json")
+    code, out, _ = run(
+        capsys,
+        "--db",
+        history,
+        "--from",
+        "2026-11-23T00:00+01:00",
+        "--to",
+        "2026-11-30T00:00+01:00",
+        "--plan",
+        PLAN,
+        "--json",
+    )
     assert code == 0
     fleet = json.loads(out)["fleets"][0]
     monday_nine = fleet["hours"][9]
@@ -118,17 +142,22 @@ def test_the_week_against_the_plan_suggests_a_profile_that_pastes_back(history, 
     assert edited.rps_by_hour[0][10] == plan.workloads[0].rps_by_hour[0][10]
     assert edited.tokens.input_mean == round(expected_input)
 
-    code, text, _ = run(capsys, "--db", history, "--from", "2026-11-23T00:00+01:00", "--to", "2026-11-30T00:00+01:00", "--plan", PLAN)
+    code, text, _ = run(
+        capsys, "--db", history, "--from", "2026-11-23T00:00+01:00", "--to", "2026-11-30T00:00+01:00", "--plan", PLAN
+    )
     assert "mon 09:00" in text and "workloads:" in text and "mean input tokens: observed" in text
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--from", "yesterday"], "--from 'yesterday' is not a time"),
-    (["--from", "now", "--to", "-1h"], "is not before --to"),
-    (["--fleet", "nope"], "--fleet 'nope': not in"),
-    (["--tz", "Mars/Olympus"], "unknown time zone"),
-    (["--plan", "no-such-plan.yaml"], "no such file"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--from", "yesterday"], "--from 'yesterday' is not a time"),
+        (["--from", "now", "--to", "-1h"], "is not before --to"),
+        (["--fleet", "nope"], "--fleet 'nope': not in"),
+        (["--tz", "Mars/Olympus"], "unknown time zone"),
+        (["--plan", "no-such-plan.yaml"], "no such file"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(history, capsys, argv, words):
     code, _out, err = run(capsys, "--db", history, *argv)
     assert code == 2
@@ -167,11 +196,15 @@ def test_a_recording_shorter_than_five_minutes_is_marked_and_not_fitted_to_the_p
         replica.serve(3)
         record(store, NINE + 30 * i, {"a": replica.sample(NINE + 30 * i)}, plan=load_plan(PLAN))
     store.close()
-    code, out, err = run(capsys, "--db", str(path), "--from", "2026-11-23T09:00+01:00", "--to", "2026-11-23T10:00+01:00")
+    code, out, err = run(
+        capsys, "--db", str(path), "--from", "2026-11-23T09:00+01:00", "--to", "2026-11-23T10:00+01:00"
+    )
     assert code == 0, err
     assert re.search(r"Mon 11-23 09:00\s+0\.10\*", out), out
     assert "under five minutes recorded" in out
-    code, out, err = run(capsys, "--db", str(path), "--plan", PLAN, "--from", "2026-11-23T00:00+01:00", "--to", "2026-11-24T00:00+01:00")
+    code, out, err = run(
+        capsys, "--db", str(path), "--plan", PLAN, "--from", "2026-11-23T00:00+01:00", "--to", "2026-11-24T00:00+01:00"
+    )
     assert code == 0, err
     assert "no hour holds five recorded minutes" in out
 
@@ -195,12 +228,17 @@ def test_a_90_second_recording_shows_its_rate_marked_short_with_a_legend(tmp_pat
     assert code == 0, err
     (row,) = rows_of(out)
     assert row["requests"] > 0 and math.isclose(row["busiest_rps"], 0.5)
-    assert 0 < row["busiest_seconds"] < 300 and math.isclose(row["requests"], row["busiest_rps"] * row["busiest_seconds"])
+    assert 0 < row["busiest_seconds"] < 300 and math.isclose(
+        row["requests"], row["busiest_rps"] * row["busiest_seconds"]
+    )
     code, text, err = run(capsys, "--db", str(path))
     assert code == 0, err
     assert re.search(r"^Mon 11-23 09:00\s+0\.50\*\s", text, re.M), text
     seconds = f"{row['busiest_seconds']:.0f} s"
-    assert f"* under five minutes recorded in that span: the rate over what was recorded\n  ({seconds}), not a busiest five minutes." in text
+    assert (
+        f"* under five minutes recorded in that span: the rate over what was recorded\n  ({seconds}), not a busiest five minutes."
+        in text
+    )
     code, day, _ = run(capsys, "--db", str(path), "--by", "day")
     assert re.search(r"^Mon 11-23\s+0\.50\*\s", day, re.M) and all(len(line) <= 80 for line in day.splitlines())
 
@@ -216,7 +254,9 @@ def test_without_to_the_last_recorded_poll_is_counted(history, capsys):
     code, out, err = run(capsys, "--db", history, "--from", "2026-11-23T09:00+01:00", "--json")
     assert code == 0, err
     default = rows_of(out)
-    code, out, err = run(capsys, "--db", history, "--from", "2026-11-23T09:00+01:00", "--to", "2026-11-23T12:00+01:00", "--json")
+    code, out, err = run(
+        capsys, "--db", history, "--from", "2026-11-23T09:00+01:00", "--to", "2026-11-23T12:00+01:00", "--json"
+    )
     assert code == 0, err
     explicit = rows_of(out)
     # Per-minute points from 11:00:30 to 11:59:30 (the last poll of each minute): 118 polls of 3 requests, the last included.
@@ -237,8 +277,18 @@ def test_without_to_a_rolled_up_last_minute_is_counted(tmp_path, capsys):
         for minute in range(10):  # ten rolled-up minutes, each's last sample at :55
             replica.serve(4)
             row = sample_columns(replica.sample(NINE + 60 * minute + 55), store._layout_id)
-            row.update(replica_id=replica_id, minute=NINE + 60 * minute, fleet_id=fleet_id, samples=6, running_max=1.0,
-                       waiting_max=0.0, kv_usage_max=0.5, state="up", error=None, fetched_at=NINE + 60 * minute + 55)
+            row.update(
+                replica_id=replica_id,
+                minute=NINE + 60 * minute,
+                fleet_id=fleet_id,
+                samples=6,
+                running_max=1.0,
+                waiting_max=0.0,
+                kv_usage_max=0.5,
+                state="up",
+                error=None,
+                fetched_at=NINE + 60 * minute + 55,
+            )
             store.db["minutes"].insert(row)
     store.close()
     code, out, err = run(capsys, "--db", str(path), "--json")
@@ -282,12 +332,15 @@ def test_a_from_after_the_last_poll_without_to_is_an_empty_range_not_an_error(re
     assert "no samples from " in out
 
 
-@pytest.mark.parametrize("argv", [
-    ["--from", "99999999999999999999"],
-    ["--from", "-99999999999999999999d"],
-    ["--to", "99999999999999999999"],
-    ["--from", "0001-01-01T00:00+01:00", "--to", "now"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--from", "99999999999999999999"],
+        ["--from", "-99999999999999999999d"],
+        ["--to", "99999999999999999999"],
+        ["--from", "0001-01-01T00:00+01:00", "--to", "now"],
+    ],
+)
 def test_times_beyond_what_a_clock_holds_are_one_line_errors(history, capsys, argv):
     code, out, err = run(capsys, "--db", history, *argv)
     assert code == 2 and out == ""
@@ -300,7 +353,10 @@ def test_a_range_of_centuries_shows_the_recorded_part_and_says_so(history, capsy
     assert code == 0, err
     shown = json.loads(out)
     assert [r["start"] for r in shown["fleets"][0]["rows"]] == [
-        "2026-11-23T09:00:00+01:00", "2026-11-23T10:00:00+01:00", "2026-11-23T11:00:00+01:00"]
+        "2026-11-23T09:00:00+01:00",
+        "2026-11-23T10:00:00+01:00",
+        "2026-11-23T11:00:00+01:00",
+    ]
     assert any("longer than a year" in note for note in shown["notes"])
     code, out, err = run(capsys, "--db", history, "--from", "2026-11-20", "--to", "2200-01-01", "--by", "day")
     assert code == 0, err
@@ -324,7 +380,9 @@ def test_load_and_capacity_are_read_at_the_recorded_plan_clock(tmp_path, capsys)
         at = three + 30 * i
         replica.serve(60)
         result = TargetResult("a", url("a"), "up", replica.sample(at), "", at)
-        store.write_poll(PollRecord("chat", at, at, "scrape", 60.0, 30.0, (result,), plan=plan, plan_clock=wednesday_two_pm + 30 * i))
+        store.write_poll(
+            PollRecord("chat", at, at, "scrape", 60.0, 30.0, (result,), plan=plan, plan_clock=wednesday_two_pm + 30 * i)
+        )
     store.close()
     code, out, err = run(capsys, "--db", str(path), "--json")
     assert code == 0, err

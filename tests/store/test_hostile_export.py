@@ -36,8 +36,19 @@ def history(pristine, tmp_path):
 
 
 def export(history, output, *extra, data_home, **options):
-    return capcon("export", "--db", str(history), *EVERYTHING, "--format", "csv", "--output", str(output), *extra,
-                  data_home=data_home, **options)
+    return capcon(
+        "export",
+        "--db",
+        str(history),
+        *EVERYTHING,
+        "--format",
+        "csv",
+        "--output",
+        str(output),
+        *extra,
+        data_home=data_home,
+        **options,
+    )
 
 
 def untouched(history, before: str, polls: int = 300) -> None:
@@ -54,9 +65,16 @@ def held_open(path) -> subprocess.Popen:
     """Another process reading `path` until its stdin closes (in its own process: a fault to the -shm it maps
     must not take the test runner down with it)."""
     viewer = subprocess.Popen(
-        [sys.executable, "-c", "import sqlite3, sys\nc = sqlite3.connect(sys.argv[1])\nc.execute('SELECT count(*) FROM polls').fetchone()\n"
-         "print('ready', flush=True)\nsys.stdin.read()\nc.execute('SELECT count(*) FROM polls').fetchone()\nc.close()", str(path)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys\nc = sqlite3.connect(sys.argv[1])\nc.execute('SELECT count(*) FROM polls').fetchone()\n"
+            "print('ready', flush=True)\nsys.stdin.read()\nc.execute('SELECT count(*) FROM polls').fetchone()\nc.close()",
+            str(path),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert viewer.stdout.readline().strip() == "ready"
     return viewer
@@ -117,7 +135,9 @@ def test_an_output_that_is_another_sqlite_file_is_refused(history, pristine, tmp
 def test_standard_output_appended_to_the_history_is_refused(history, tmp_path):
     before = digest(history)
     with open(history, "ab") as appended:  # `capcon export ... >> history.sqlite`
-        done = capcon("export", "--db", str(history), *EVERYTHING, "--format", "csv", data_home=tmp_path / "data", stdout=appended)
+        done = capcon(
+            "export", "--db", str(history), *EVERYTHING, "--format", "csv", data_home=tmp_path / "data", stdout=appended
+        )
     assert done.returncode == 2
     assert "standard output is" in one_line(done.stderr, "export")
     untouched(history, before)
@@ -129,7 +149,9 @@ def test_dev_full_is_one_line_and_exit_1(history, tmp_path):
     line = one_line(done.stderr, "export")
     assert "No space left on device" in line and "incomplete" in line, line
     with open("/dev/full", "w") as full:  # and as standard output
-        done = capcon("export", "--db", str(history), *EVERYTHING, "--format", "jsonl", data_home=tmp_path / "data", stdout=full)
+        done = capcon(
+            "export", "--db", str(history), *EVERYTHING, "--format", "jsonl", data_home=tmp_path / "data", stdout=full
+        )
     assert done.returncode == 1
     assert one_line(done.stderr, "export").startswith("capcon export: standard output: write failed")
 
@@ -185,7 +207,10 @@ def test_an_output_directory_or_missing_folder_is_bad_input(history, tmp_path):
 def test_a_reader_that_goes_away_is_not_an_error(history, tmp_path):
     process = subprocess.Popen(
         [sys.executable, "-m", "console", "export", "--db", str(history), *EVERYTHING, "--format", "jsonl"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=cli_env(tmp_path / "data"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env=cli_env(tmp_path / "data"),
     )
     process.stdout.readline()
     process.stdout.close()  # `| head -1`

@@ -201,7 +201,11 @@ class RunningRecorder:
         self.shm = Path(f"{path}-shm")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "console", "record", *targets, "--interval", "1", "--db", str(path)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=cli_env(data_home),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env=cli_env(data_home),
         )
 
     def between_polls(self, writes: int = 1) -> None:
@@ -326,10 +330,14 @@ SIZE_LIMITED = textwrap.dedent(
 def test_a_write_past_the_file_size_limit_is_the_full_state_not_a_disk_error(tmp_path):
     path = tmp_path / "history.sqlite"
     Store.open(path).close()
-    run = subprocess.run([sys.executable, "-c", SIZE_LIMITED, str(path)], capture_output=True, text=True, timeout=60, cwd=REPO)
+    run = subprocess.run(
+        [sys.executable, "-c", SIZE_LIMITED, str(path)], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
     kind, sqlite_words, state, words = run.stdout.strip().split("|")
     assert (kind, sqlite_words) == ("OperationalError", "disk I/O error")  # what SQLite says
-    assert state == "full" and words == "the file-size limit (ulimit -f) of 4096 bytes is reached", run.stdout + run.stderr
+    assert state == "full" and words == "the file-size limit (ulimit -f) of 4096 bytes is reached", (
+        run.stdout + run.stderr
+    )
 
 
 def test_record_under_a_file_size_limit_is_full_and_every_poll_lands_when_it_is_raised(tmp_path, targets):
@@ -343,7 +351,12 @@ def test_record_under_a_file_size_limit_is_full_and_every_poll_lands_when_it_is_
 
     process = subprocess.Popen(
         [sys.executable, "-m", "console", "record", *targets, "--interval", "1", "--db", str(path)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=cli_env(tmp_path / "data"), preexec_fn=limited,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=cli_env(tmp_path / "data"),
+        preexec_fn=limited,
     )
     try:
         said: list[str] = []

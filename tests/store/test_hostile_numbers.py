@@ -80,8 +80,13 @@ def samples(draw, at: float):
 def figures(draw, name: str):
     numeric = [f.name for f in fields(Figures) if f.type in ("float | None",)]
     chosen = draw(st.sets(st.sampled_from(numeric), max_size=6))
-    return Figures(name=name, url=f"http://{name}/metrics", state="up", kv_usage_by_engine=draw(st.dictionaries(LABEL, FIGURE, max_size=2)),
-                   **{f: draw(FIGURE) for f in chosen})
+    return Figures(
+        name=name,
+        url=f"http://{name}/metrics",
+        state="up",
+        kv_usage_by_engine=draw(st.dictionaries(LABEL, FIGURE, max_size=2)),
+        **{f: draw(FIGURE) for f in chosen},
+    )
 
 
 @st.composite
@@ -94,8 +99,16 @@ def polls(draw):
         results = []
         for name in replicas:
             sample = draw(samples(at)) if draw(st.booleans()) or i == 0 else None
-            results.append(TargetResult(name, f"http://{name}.test/metrics", "up" if sample else "down", sample,
-                                        "" if sample else draw(LABEL), at))
+            results.append(
+                TargetResult(
+                    name,
+                    f"http://{name}.test/metrics",
+                    "up" if sample else "down",
+                    sample,
+                    "" if sample else draw(LABEL),
+                    at,
+                )
+            )
         changes = ()
         if draw(st.booleans()):
             flag = Flag(f"kv:{replicas[0]}", "kv", replicas[0], "warning", at, draw(LABEL), "todo")
@@ -144,7 +157,18 @@ def read_everything(capsys, path: Path) -> None:
             strict_loads(line)
         for row in csv.DictReader(io.StringIO(run(capsys, "export", *db, *SPAN, "--format", "csv", "--what", what))):
             for column, cell in row.items():
-                if cell and column not in ("error", "why", "todo", "subject", "fleet", "replica", "url", "detail", "figures", "kind"):
+                if cell and column not in (
+                    "error",
+                    "why",
+                    "todo",
+                    "subject",
+                    "fleet",
+                    "replica",
+                    "url",
+                    "detail",
+                    "figures",
+                    "kind",
+                ):
                     try:
                         number = float(cell)
                     except ValueError:
@@ -158,7 +182,9 @@ def read_everything(capsys, path: Path) -> None:
         controller.replay.close()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(records=polls())
 def test_hostile_figures_are_stored_as_unknown_and_every_reader_gives_strict_json(records, capsys):
     with tempfile.TemporaryDirectory() as folder:
@@ -170,8 +196,13 @@ def test_hostile_figures_are_stored_as_unknown_and_every_reader_gives_strict_jso
         try:
             for poll_id in ids:
                 back = reader.poll(poll_id)
-                bad = [(where, value) for where, value in floats_in((back.results, back.figures)) if not math.isfinite(value)
-                       and not where.endswith(".bounds[5]") and not where.endswith(".bounds[3]")]  # +Inf: the last bucket's bound
+                bad = [
+                    (where, value)
+                    for where, value in floats_in((back.results, back.figures))
+                    if not math.isfinite(value)
+                    and not where.endswith(".bounds[5]")
+                    and not where.endswith(".bounds[3]")
+                ]  # +Inf: the last bucket's bound
                 assert bad == [], bad
             for event in reader.flag_events():
                 assert not [v for _, v in floats_in(event.figures) if not math.isfinite(v)]
@@ -193,34 +224,62 @@ def test_hostile_figures_are_stored_as_unknown_and_every_reader_gives_strict_jso
 LEGACY_VALUES = st.sampled_from([math.inf, -math.inf, math.nan, 1e308, -5.0])
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(value=LEGACY_VALUES, column=st.sampled_from([*COUNTER_COLUMNS, "running", "waiting", "kv_usage", "kv_capacity_tokens", "start_time", "sampled_at"]),
-       token=st.sampled_from(["NaN", "Infinity", "-Infinity"]), histogram_sum=LEGACY_VALUES)
-def test_a_file_an_older_capcon_wrote_with_nan_and_infinity_reads_without_a_crash(value, column, token, histogram_sum, capsys):
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    value=LEGACY_VALUES,
+    column=st.sampled_from(
+        [*COUNTER_COLUMNS, "running", "waiting", "kv_usage", "kv_capacity_tokens", "start_time", "sampled_at"]
+    ),
+    token=st.sampled_from(["NaN", "Infinity", "-Infinity"]),
+    histogram_sum=LEGACY_VALUES,
+)
+def test_a_file_an_older_capcon_wrote_with_nan_and_infinity_reads_without_a_crash(
+    value, column, token, histogram_sum, capsys
+):
     """What a capcon before the storage guard could leave: Infinity in REAL columns, NaN and Infinity in its
     JSON, non-finite sums and buckets in histogram blobs. Written here with raw SQL, as it would be found."""
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "history.sqlite"
         store = Store.open(path)
-        sample = ReplicaSample(at=T0, counters={"requests": 5.0}, running=1.0, waiting=0.0, kv_usage_by_engine={"0": 0.5},
-                               histograms={"ttft": Histogram(BOUNDS, (1, 2, 3, 4, 5, 5), 1.0, 5.0)})
+        sample = ReplicaSample(
+            at=T0,
+            counters={"requests": 5.0},
+            running=1.0,
+            waiting=0.0,
+            kv_usage_by_engine={"0": 0.5},
+            histograms={"ttft": Histogram(BOUNDS, (1, 2, 3, 4, 5, 5), 1.0, 5.0)},
+        )
         for i in range(4):
             at = T0 + 15.0 * i
             results = (TargetResult("r0", "http://r0/metrics", "up", sample, "", at),)
             figures = Figures("fleet", "", "up", requests_per_second=1.0)
             flag = Flag("kv:fleet", "kv", "fleet", "warning", at, "why", "todo")
-            store.write_poll(PollRecord("chat", at, at, "scrape", 60.0, 15.0, results, flag_changes=(FlagChange("raised", flag, figures),)))
+            store.write_poll(
+                PollRecord(
+                    "chat", at, at, "scrape", 60.0, 15.0, results, flag_changes=(FlagChange("raised", flag, figures),)
+                )
+            )
             prom = FleetFigures(60.0, "prometheus", (figures,), figures, at)
             store.write_poll(PollRecord("prom", at, at, "prometheus", 60.0, 15.0, None, figures=prom))
         layout = store._layout_id(BOUNDS)
-        old_blob = codec.encode(Histogram(BOUNDS, (1.0, math.inf, math.inf, math.nan, 9.0, 9.0), histogram_sum, math.inf), layout)
+        old_blob = codec.encode(
+            Histogram(BOUNDS, (1.0, math.inf, math.inf, math.nan, 9.0, 9.0), histogram_sum, math.inf), layout
+        )
         with store._transaction() as connection:
             connection.execute(f"UPDATE samples SET {column} = ?", (value,))
-            connection.execute("UPDATE samples SET ttft = ?, kv_usage_by_engine = ?, requests_by_reason = ?",
-                               (old_blob, f'{{"0":{token},"1":0.25}}', f'{{"stop":{token}}}'))
-            connection.execute(f"UPDATE polls SET figures = replace(figures, '\"requests_per_second\":1.0', '\"requests_per_second\":{token}')"
-                               " WHERE figures IS NOT NULL")
-            connection.execute(f"UPDATE flag_events SET figures = replace(figures, '\"requests_per_second\":1.0', '\"requests_per_second\":{token}')")
+            connection.execute(
+                "UPDATE samples SET ttft = ?, kv_usage_by_engine = ?, requests_by_reason = ?",
+                (old_blob, f'{{"0":{token},"1":0.25}}', f'{{"stop":{token}}}'),
+            )
+            connection.execute(
+                f"UPDATE polls SET figures = replace(figures, '\"requests_per_second\":1.0', '\"requests_per_second\":{token}')"
+                " WHERE figures IS NOT NULL"
+            )
+            connection.execute(
+                f"UPDATE flag_events SET figures = replace(figures, '\"requests_per_second\":1.0', '\"requests_per_second\":{token}')"
+            )
         store.close()
         with sqlite3.connect(path) as check:
             assert check.execute("SELECT count(*) FROM polls WHERE figures LIKE ?", (f"%{token}%",)).fetchone()[0] == 4

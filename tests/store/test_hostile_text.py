@@ -38,8 +38,9 @@ def with_odd_text(record):
         sample = result.sample
         if sample is not None:
             usage = {f"{engine}\udcfe": value for engine, value in sample.kv_usage_by_engine.items()} | {"\udcff": 0.5}
-            sample = replace(sample, kv_usage_by_engine=usage,
-                             requests_by_reason={**sample.requests_by_reason, "stop\udc80": 1.0})
+            sample = replace(
+                sample, kv_usage_by_engine=usage, requests_by_reason={**sample.requests_by_reason, "stop\udc80": 1.0}
+            )
         results.append(replace(result, name=result.name + "\udcff", error="refused\ud800", sample=sample))
     return replace(record, fleet="chat\udcff", results=tuple(results), source_error="proxy said \udce9")
 
@@ -99,8 +100,19 @@ def test_record_with_a_fleet_name_that_is_not_utf8_never_loses_its_polls_silentl
     """`--name $'\\xff'`: refused at the command line (exit 2, nothing recorded), or every poll stored; never
     "0 polls written" with the polls gone."""
     path = tmp_path / "history.sqlite"
-    done = capcon("record", *targets, "--name", b"chat\xff", "--interval", "1", "--duration", "3.5", "--db", str(path),
-                  data_home=tmp_path / "data")
+    done = capcon(
+        "record",
+        *targets,
+        "--name",
+        b"chat\xff",
+        "--interval",
+        "1",
+        "--duration",
+        "3.5",
+        "--db",
+        str(path),
+        data_home=tmp_path / "data",
+    )
     out, err = done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace")
     assert "Traceback" not in err
     if done.returncode == 2:

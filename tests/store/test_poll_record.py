@@ -18,9 +18,18 @@ from tests.live.polls import figure_poll
 
 def test_a_figure_source_poll_comes_back_as_the_same_figures(tmp_path):
     figures = fleet(
-        replica("r1", requests_per_second=2.5, kv_usage=0.93, kv_usage_by_engine={"0": 0.91, "1": 0.93}, ttft_p95_seconds=None),
+        replica(
+            "r1",
+            requests_per_second=2.5,
+            kv_usage=0.93,
+            kv_usage_by_engine={"0": 0.91, "1": 0.93},
+            ttft_p95_seconds=None,
+        ),
         replica("r2", state="stale", error="Prometheus last scraped it 95 s ago", data_age_seconds=95.0),
-        at=5000.0, source_error="", requests_per_second=2.5, ttft_p95_seconds=0.8,
+        at=5000.0,
+        source_error="",
+        requests_per_second=2.5,
+        ttft_p95_seconds=0.8,
     )
     view = advance(None, "f", figures, None, 5000.5)
     store = Store.open(tmp_path / "h.sqlite")
@@ -52,7 +61,9 @@ def test_flag_changes_are_stored_with_the_subjects_figures(tmp_path):
     t = Thresholds()
     previous = None
     for now, waiting in [(0.0, 4.0), (30.0, 4.0), (45.0, 0.2)]:
-        view = advance(previous, "f", fleet(replica("r1", waiting=waiting), at=now, waiting=waiting), plan_now(), now, t)
+        view = advance(
+            previous, "f", fleet(replica("r1", waiting=waiting), at=now, waiting=waiting), plan_now(), now, t
+        )
         store.write_poll(poll_record("f", figure_poll(view, 15.0), previous, view, None))
         previous = view
     events = [(e.at, e.change, e.flag_id) for e in store.flag_events("f")]
@@ -66,15 +77,22 @@ def test_flag_changes_are_stored_with_the_subjects_figures(tmp_path):
 
 def test_events_sit_beside_the_polls(tmp_path):
     store = Store.open(tmp_path / "h.sqlite")
-    store.write_event(100.0, "policy_switched", fleet="f", subject="overflow", detail={"from": "bounded_queue", "to": "hosted"})
+    store.write_event(
+        100.0, "policy_switched", fleet="f", subject="overflow", detail={"from": "bounded_queue", "to": "hosted"}
+    )
     store.write_event(50.0, "recording_started", detail={"pid": 1})
     events = store.events()
-    assert [(e.at, e.kind, e.fleet) for e in events] == [(50.0, "recording_started", None), (100.0, "policy_switched", "f")]
+    assert [(e.at, e.kind, e.fleet) for e in events] == [
+        (50.0, "recording_started", None),
+        (100.0, "policy_switched", "f"),
+    ]
     assert events[1].detail == {"from": "bounded_queue", "to": "hosted"}
     assert store.events(start=60.0)[0].kind == "policy_switched"
 
 
-@pytest.mark.parametrize("value, stored", [(math.inf, None), (-math.inf, None), (math.nan, None), (0.0, 0.0), (1e-12, 1e-12)])
+@pytest.mark.parametrize(
+    "value, stored", [(math.inf, None), (-math.inf, None), (math.nan, None), (0.0, 0.0), (1e-12, 1e-12)]
+)
 def test_odd_figures_survive_json_and_impossible_ones_come_back_unknown(tmp_path, value, stored):
     figures = fleet(replica("r1", ttft_p99_seconds=value), at=1.0)
     view = advance(None, "f", figures, None, 1.0)

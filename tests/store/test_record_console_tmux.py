@@ -42,13 +42,18 @@ def test_watch_records_by_default_and_its_header_shows_a_locked_file(tmp_path):
                 screen = tmux.wait_for("rec locked (", seconds=20)
                 waiting = screen.split("rec locked (", 1)[1].split()[0]
                 # The console keeps polling meanwhile: more polls wait for the file.
-                tmux.wait_until(lambda now: f"rec locked ({waiting} waiting)" not in now and "rec locked (" in now, "more polls waiting")
+                tmux.wait_until(
+                    lambda now: f"rec locked ({waiting} waiting)" not in now and "rec locked (" in now,
+                    "more polls waiting",
+                )
                 assert "● live" in screen and "FLEET 2/2" in screen
             finally:
                 holder.execute("ROLLBACK")
                 released_at = time.time()
                 holder.close()
-            tmux.wait_until(lambda screen: "rec locked" not in screen and "live · rec" in screen, "recording again", seconds=20)
+            tmux.wait_until(
+                lambda screen: "rec locked" not in screen and "live · rec" in screen, "recording again", seconds=20
+            )
             tmux.keys("q")
             tmux.wait_for("CAPCON-EXIT=0")
         finally:

@@ -90,7 +90,9 @@ def test_watch_on_a_file_a_week_long_recorder_keeps_leaves_its_raw_polls(tmp_pat
 def test_an_explicit_shorter_retention_applies_and_says_what_the_file_kept(tmp_path, polls, targets):
     path = tmp_path / "history.sqlite"
     times = kept_for_a_week(path, polls)
-    done = capcon("record", *targets, "--duration", "2", "--keep-raw", "2d", "--db", str(path), data_home=tmp_path / "data")
+    done = capcon(
+        "record", *targets, "--duration", "2", "--keep-raw", "2d", "--db", str(path), data_home=tmp_path / "data"
+    )
     assert done.returncode == 0, done.stderr
     start_line = done.stdout.splitlines()[0]
     assert "keeping raw 48h, rollups 90d (shortened: the file kept raw 7d, rollups 90d)" in start_line
@@ -100,7 +102,9 @@ def test_an_explicit_shorter_retention_applies_and_says_what_the_file_kept(tmp_p
 
 def test_an_explicit_longer_retention_is_not_called_shortened(tmp_path, targets):
     path = tmp_path / "history.sqlite"
-    done = capcon("record", *targets, "--duration", "2", "--keep-raw", "7d", "--db", str(path), data_home=tmp_path / "data")
+    done = capcon(
+        "record", *targets, "--duration", "2", "--keep-raw", "7d", "--db", str(path), data_home=tmp_path / "data"
+    )
     assert done.returncode == 0, done.stderr
     assert "keeping raw 7d, rollups 90d" in done.stdout and "shortened" not in done.stdout
     assert kept(path) == Retention(WEEK, MINUTES_SECONDS)
@@ -111,6 +115,8 @@ def test_keep_raw_alone_keeps_the_files_rollup_span(tmp_path, polls, targets):
     recorder = Recorder(path, Retention(raw_seconds=86400.0, minutes_seconds=365 * 86400.0))
     recorder.start()
     recorder.close()
-    done = capcon("record", *targets, "--duration", "2", "--keep-raw", "3d", "--db", str(path), data_home=tmp_path / "data")
+    done = capcon(
+        "record", *targets, "--duration", "2", "--keep-raw", "3d", "--db", str(path), data_home=tmp_path / "data"
+    )
     assert done.returncode == 0, done.stderr
     assert kept(path) == Retention(3 * 86400.0, 365 * 86400.0)

@@ -87,10 +87,22 @@ def test_the_session_is_framed_by_started_and_stopped_events(tmp_path, polls):
     events = Store.open(path, read_only=True).events()
     assert [e.kind for e in events] == [STARTED, STOPPED]
     # The host makes the pid checkable: another recorder trusts a pid only on its own host.
-    assert events[0].detail == {"pid": os.getpid(), "host": socket.gethostname(), "command": "record", "fleets": ["chat-8b-l40s"], "interval": 2.0}
+    assert events[0].detail == {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "command": "record",
+        "fleets": ["chat-8b-l40s"],
+        "interval": 2.0,
+    }
     # The stop names the same session (command, fleets), so a fleet's export finds both ends.
-    assert events[1].detail == {"pid": os.getpid(), "host": socket.gethostname(), "command": "record", "fleets": ["chat-8b-l40s"],
-                                "written": len(polls), "dropped": 0}
+    assert events[1].detail == {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "command": "record",
+        "fleets": ["chat-8b-l40s"],
+        "written": len(polls),
+        "dropped": 0,
+    }
 
 
 def test_close_writes_what_is_still_queued(tmp_path, polls):

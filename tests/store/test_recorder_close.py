@@ -51,7 +51,10 @@ def test_close_keeps_trying_until_a_lock_that_lifts_before_the_deadline(tmp_path
     path = tmp_path / "history.sqlite"
     recorder = Recorder(path)
     recorder.start()
-    wait_for(lambda: path.exists() and recorder.status.state == "recording" and not recorder.status.waiting, "the start event")
+    wait_for(
+        lambda: path.exists() and recorder.status.state == "recording" and not recorder.status.waiting,
+        "the start event",
+    )
     records = renumbered(polls, start=RECENT + 90_000.0)
     lock = WriteLock(path)
     timer = None
@@ -94,7 +97,11 @@ def test_give_up_ends_the_close_at_once_and_counts_what_stays_unwritten(tmp_path
     finally:
         lock.release()
     (status,) = closed
-    assert (status.state, status.waiting, status.detail) == ("stopped", len(records), f"{poll_words(len(records))} not written")
+    assert (status.state, status.waiting, status.detail) == (
+        "stopped",
+        len(records),
+        f"{poll_words(len(records))} not written",
+    )
     assert stored_times(path) == []
     assert integrity(path) == "ok"
 
@@ -115,6 +122,7 @@ def test_close_says_at_once_what_it_waits_for_when_the_file_refuses(tmp_path, po
         def listen(waiting, seconds):
             on_wait(waiting, seconds)
             said_while_waiting.append(recorder.status.written)  # nothing written yet: said before the wait
+
         return real_close(timeout, on_wait=listen)
 
     recorder.close = close
@@ -150,4 +158,8 @@ def test_close_says_nothing_when_nothing_waits(tmp_path, polls, capsys):
     stopped = Store.open(path, read_only=True).events()[-1]
     # The stop names its session like the start, so an export of one fleet finds it.
     assert stopped.kind == "recording_stopped"
-    assert (stopped.detail["command"], stopped.detail["fleets"], stopped.detail["written"]) == ("record", ["chat", "code"], len(polls))
+    assert (stopped.detail["command"], stopped.detail["fleets"], stopped.detail["written"]) == (
+        "record",
+        ["chat", "code"],
+        len(polls),
+    )

@@ -183,7 +183,7 @@ def test_beyond_the_bound_the_oldest_waiting_polls_are_dropped_and_counted(tmp_p
     status = recorder.close()
     kept = stored_times(path)
     # The first poll, then the newest ones: the oldest waiting were given up, and counted.
-    assert kept == [records[0].at] + [r.at for r in records[len(records) - (len(kept) - 1):]]
+    assert kept == [records[0].at] + [r.at for r in records[len(records) - (len(kept) - 1) :]]
     assert status.dropped == len(records) - len(kept) > 0
 
 
@@ -370,14 +370,19 @@ def test_a_log_that_cannot_be_folded_into_the_file_is_shown_and_nothing_is_lost(
     with immutable(path):  # only the main file: writes still land in the -wal, checkpoints cannot
         for record in records[1:half]:
             recorder.submit(record)
-        wait_for(lambda: recorder.status.written == half and recorder.status.state != "recording", "the checkpoint state")
+        wait_for(
+            lambda: recorder.status.written == half and recorder.status.state != "recording", "the checkpoint state"
+        )
         status = recorder.status
         assert status.state == "read-only" and status.waiting == 0, status
         assert status.detail.startswith(f"cannot fold the log into {path.name} (not writable: {path})")
         assert status.detail.endswith(f"polls still land in {path.name}-wal, nothing lost yet")
     for record in records[half:]:
         recorder.submit(record)
-    wait_for(lambda: recorder.status.written == len(records) and recorder.status.state == "recording", "the fold once writable")
+    wait_for(
+        lambda: recorder.status.written == len(records) and recorder.status.state == "recording",
+        "the fold once writable",
+    )
     recorder.close()
     assert "read-only" in [s.state for s in seen]
     assert stored_times(path) == [r.at for r in records]

@@ -53,13 +53,33 @@ def test_capcon_record_killed_at_random_moments_loses_at_most_the_last_interval(
         for kill in range(KILLS):
             before = polls_in(db)
             process = subprocess.Popen(
-                [sys.executable, "-m", "console", "record", *targets, "--interval", str(INTERVAL),
-                 "--timeout", str(SCRAPE_TIMEOUT), "--db", str(db)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO, env=cli_env(tmp_path / "data"),
+                [
+                    sys.executable,
+                    "-m",
+                    "console",
+                    "record",
+                    *targets,
+                    "--interval",
+                    str(INTERVAL),
+                    "--timeout",
+                    str(SCRAPE_TIMEOUT),
+                    "--db",
+                    str(db),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=REPO,
+                env=cli_env(tmp_path / "data"),
             )
             try:
                 # The file reopens after every kill and recording goes on.
-                wait_for(lambda n=before, p=process: polls_in(db) > n or p.poll() is not None, f"recorder {kill} to write", seconds=30.0, every=0.05)
+                wait_for(
+                    lambda n=before, p=process: polls_in(db) > n or p.poll() is not None,
+                    f"recorder {kill} to write",
+                    seconds=30.0,
+                    every=0.05,
+                )
                 assert process.poll() is None, f"recorder {kill} exited: {process.stderr.read()}"
                 # Half at any moment of two intervals, half around the next write.
                 time.sleep(rng.uniform(0.0, 2 * INTERVAL) if kill % 2 else rng.uniform(0.9 * INTERVAL, 1.3 * INTERVAL))
@@ -74,7 +94,9 @@ def test_capcon_record_killed_at_random_moments_loses_at_most_the_last_interval(
             assert integrity(db) == "ok", f"after kill {kill}"
             lost.append(killed_at - stored_times(db)[-1])
             assert lost[-1] <= INTERVAL + SCRAPE_TIMEOUT + SLACK, f"kill {kill} lost more than the last interval"
-    print(f"{KILLS} kills: newest stored poll {min(lost):.2f} to {max(lost):.2f} s before the kill (interval {INTERVAL:g} s)")
+    print(
+        f"{KILLS} kills: newest stored poll {min(lost):.2f} to {max(lost):.2f} s before the kill (interval {INTERVAL:g} s)"
+    )
     store = Store.open(db, read_only=True)
     (fleet,) = store.fleets()
     assert fleet.polls >= KILLS  # each recorder wrote at least once before its kill
@@ -112,7 +134,11 @@ def test_a_writer_killed_inside_its_transactions_leaves_only_whole_polls(tmp_pat
         before = polls_in(db)
         process = subprocess.Popen(
             [sys.executable, "-c", WRITER, str(db), str(records), str(start + before)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=cli_env(tmp_path / "data"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env=cli_env(tmp_path / "data"),
         )
         try:
             assert process.stdout.readline().strip() == "ready", process.stderr.read()

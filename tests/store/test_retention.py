@@ -61,8 +61,13 @@ class _Process:
 
     @classmethod
     def fresh(cls, seed: int, start: float) -> _Process:
-        return cls(random.Random(seed), start, dict.fromkeys(("requests", "prompt_tokens", "generation_tokens", "preemptions"), 0.0),
-                   {}, {})
+        return cls(
+            random.Random(seed),
+            start,
+            dict.fromkeys(("requests", "prompt_tokens", "generation_tokens", "preemptions"), 0.0),
+            {},
+            {},
+        )
 
     def observe(self, name: str, bounds, values) -> None:
         counts = self.buckets.setdefault(name, [0.0] * len(bounds))
@@ -88,14 +93,21 @@ class _Process:
 
     def sample(self, at: float) -> ReplicaSample:
         histograms = {
-            name: Histogram(LATENCY_BOUNDS if name in ("ttft", "e2e", "itl") else LENGTH_BOUNDS,
-                            tuple(counts), self.sums[name], counts[-1])
+            name: Histogram(
+                LATENCY_BOUNDS if name in ("ttft", "e2e", "itl") else LENGTH_BOUNDS,
+                tuple(counts),
+                self.sums[name],
+                counts[-1],
+            )
             for name, counts in self.buckets.items()
         }
         return ReplicaSample(
             at=at,
             counters=dict(self.counters),
-            requests_by_reason={"stop": self.counters["requests"] - self.counters["preemptions"], "length": self.counters["preemptions"]},
+            requests_by_reason={
+                "stop": self.counters["requests"] - self.counters["preemptions"],
+                "length": self.counters["preemptions"],
+            },
             running=float(self.rng.randint(0, 40)),
             waiting=float(self.rng.randint(0, 9) if self.rng.random() < 0.1 else 0),
             kv_usage_by_engine={"0": round(self.rng.random(), 4)},
@@ -152,8 +164,10 @@ def expected_minutes(before: float) -> dict[tuple[str, float], Expected]:
     for key, results in rows.items():
         answered = [r.sample for r in results if r.sample is not None]
         expected[key] = Expected(
-            len(results), next((r for r in reversed(results) if r.sample is not None), results[-1]),
-            _peak([s.running for s in answered]), _peak([s.waiting for s in answered]),
+            len(results),
+            next((r for r in reversed(results) if r.sample is not None), results[-1]),
+            _peak([s.running for s in answered]),
+            _peak([s.waiting for s in answered]),
             _peak([max(s.kv_usage_by_engine.values()) for s in answered]),
         )
     return expected
@@ -216,7 +230,12 @@ def test_old_raw_samples_become_minutes_with_the_last_sample_and_the_peaks(histo
     assert done.rolled == len(expected) == count(history, "minutes") == DAY / 60 * len(REPLICAS)
     oldest = history.connection.execute("SELECT min(at) FROM polls").fetchone()[0]
     assert oldest >= cutoff and oldest - cutoff < STEP, "raw polls from the last 48 h stay, older ones go"
-    assert history.connection.execute("SELECT count(*) FROM samples s JOIN polls p ON p.id = s.poll_id WHERE p.at < ?", (cutoff,)).fetchone()[0] == 0
+    assert (
+        history.connection.execute(
+            "SELECT count(*) FROM samples s JOIN polls p ON p.id = s.poll_id WHERE p.at < ?", (cutoff,)
+        ).fetchone()[0]
+        == 0
+    )
 
     rows = minute_rows(history)
     plan_id = history.connection.execute("SELECT id FROM plans").fetchone()[0]
@@ -224,8 +243,14 @@ def test_old_raw_samples_become_minutes_with_the_last_sample_and_the_peaks(histo
     for key, want in expected.items():
         row = rows[key]
         assert (row["samples"], row["running_max"], row["waiting_max"], row["kv_usage_max"]) == (
-            want.samples, want.running_max, want.waiting_max, want.kv_usage_max), key
-        assert (row["state"], row["fetched_at"], row["plan_id"]) == (want.last.state, want.last.fetched_at, plan_id), key
+            want.samples,
+            want.running_max,
+            want.waiting_max,
+            want.kv_usage_max,
+        ), key
+        assert (row["state"], row["fetched_at"], row["plan_id"]) == (want.last.state, want.last.fetched_at, plan_id), (
+            key
+        )
         if want.last.sample is None:
             fully_down += 1
             assert row["sampled_at"] is None
@@ -238,8 +263,11 @@ def test_rates_and_percentiles_over_an_hour_are_the_same_from_minutes_as_from_ra
     # Hours of the first day, including the one with r1's restart; each compared replica by replica.
     hours = [T0 + h * HOUR for h in (1, 6, 7, 15, 22)]
     before = {
-        (name, start): replica_figures(raw_sample_before(history, name, start), raw_sample_before(history, name, start + HOUR), name, "u")
-        for start in hours for name in REPLICAS
+        (name, start): replica_figures(
+            raw_sample_before(history, name, start), raw_sample_before(history, name, start + HOUR), name, "u"
+        )
+        for start in hours
+        for name in REPLICAS
     }
     apply_retention(history, NOW, Retention())
     assert count(history, "samples") == len(REPLICAS) * 48 * HOUR / STEP, "only the last 48 h of raw samples stay"
@@ -267,7 +295,9 @@ def test_a_restart_inside_a_minute_leaves_the_new_process_as_the_minutes_last_sa
 
 def test_old_rollups_flag_events_and_events_go_and_the_retention_is_remembered(history):
     apply_retention(history, NOW, Retention())
-    assert count(history, "minutes") == 3 * 1440 and count(history, "flag_events") == 2 and count(history, "events") == 2
+    assert (
+        count(history, "minutes") == 3 * 1440 and count(history, "flag_events") == 2 and count(history, "events") == 2
+    )
     assert retention_in_force(history) == Retention()
 
     shorter = Retention(raw_seconds=48 * HOUR, minutes_seconds=60 * HOUR)
@@ -282,10 +312,18 @@ def test_old_rollups_flag_events_and_events_go_and_the_retention_is_remembered(h
 
 def test_running_it_twice_changes_nothing(history):
     apply_retention(history, NOW, Retention(minutes_seconds=60 * HOUR))
-    snapshot = {t: history.connection.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall()
-                for t in ("minutes", "polls", "flag_events", "events", "settings")}
+    snapshot = {
+        t: history.connection.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall()
+        for t in ("minutes", "polls", "flag_events", "events", "settings")
+    }
     again = apply_retention(history, NOW, Retention(minutes_seconds=60 * HOUR))
-    assert (again.rolled, again.deleted_raw, again.deleted_polls, again.deleted_rollups, again.deleted_events) == (0, 0, 0, 0, 0)
+    assert (again.rolled, again.deleted_raw, again.deleted_polls, again.deleted_rollups, again.deleted_events) == (
+        0,
+        0,
+        0,
+        0,
+        0,
+    )
     assert snapshot == {t: history.connection.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in snapshot}
     assert history.connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
@@ -320,10 +358,14 @@ def test_a_reader_sees_consistent_data_while_retention_runs(history):
 
 
 def _small_sample(at: float, requests: float, running: float) -> ReplicaSample:
-    return ReplicaSample(at=at, counters={"requests": requests}, running=running, waiting=0.0, kv_usage_by_engine={"0": running / 100})
+    return ReplicaSample(
+        at=at, counters={"requests": requests}, running=running, waiting=0.0, kv_usage_by_engine={"0": running / 100}
+    )
 
 
-def _write(store: Store, at: float, requests: float, running: float, fetched_at: float | None = None, up: bool = True) -> None:
+def _write(
+    store: Store, at: float, requests: float, running: float, fetched_at: float | None = None, up: bool = True
+) -> None:
     fetched = at if fetched_at is None else fetched_at
     sample = _small_sample(fetched, requests, running) if up else None
     result = TargetResult("r", "http://r/metrics", "up" if up else "down", sample, "" if up else "refused", fetched)
@@ -368,7 +410,6 @@ def test_figure_source_polls_go_with_the_raw_samples(tmp_path):
     from tests.fleet.builders import fleet, replica
     from tests.live.polls import figure_poll
 
-
     store = Store.open(tmp_path / "h.sqlite")
     for at in (T0, T0 + 30, T0 + 2 * HOUR):
         view = advance(None, "p", fleet(replica("r1", requests_per_second=1.0), at=at), None, at)
@@ -405,8 +446,12 @@ def test_a_locked_file_reports_sqlite_locked_and_loses_nothing(tmp_path):
 
 @pytest.mark.parametrize(
     "raw, minutes, words",
-    [(0, DAY, "raw samples: 0 is not a duration"), (HOUR, -1, "rollups: -1 is not a duration"),
-     (math.nan, DAY, "positive number of seconds"), (DAY, HOUR, "less than raw samples")],
+    [
+        (0, DAY, "raw samples: 0 is not a duration"),
+        (HOUR, -1, "rollups: -1 is not a duration"),
+        (math.nan, DAY, "positive number of seconds"),
+        (DAY, HOUR, "less than raw samples"),
+    ],
 )
 def test_a_retention_that_makes_no_sense_is_refused(raw, minutes, words):
     with pytest.raises(ValueError, match=words):

@@ -29,10 +29,16 @@ pytestmark = pytest.mark.timeout(120)
 
 POLLS = 16
 INTERVAL = 0.25
-PERCENTILES = ("ttft_p50_seconds", "ttft_p95_seconds", "ttft_p99_seconds", "itl_p95_seconds", "tpot_p95_seconds",
-               "e2e_p95_seconds", "queue_p95_seconds")
+PERCENTILES = (
+    "ttft_p50_seconds",
+    "ttft_p95_seconds",
+    "ttft_p99_seconds",
+    "itl_p95_seconds",
+    "tpot_p95_seconds",
+    "e2e_p95_seconds",
+    "queue_p95_seconds",
+)
 RATES = ("requests_per_second", "prompt_tokens_per_second", "generation_tokens_per_second", "preemptions_per_second")
-
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +52,11 @@ def recording(tmp_path_factory):
         # Monday 10:00, the plan's peak: 18 rps of short answers, so every window has finished requests.
         async with SimFleet(plan, replicas=3, seed=7, speed=60.0, rps_scale=1.0, start_week_seconds=10 * 3600) as sim:
             watchers = {
-                name: Watcher(ScrapeSource(targets_from(sim.metrics_urls), timeout=5.0), window_seconds=window,
-                              interval_seconds=INTERVAL)
+                name: Watcher(
+                    ScrapeSource(targets_from(sim.metrics_urls), timeout=5.0),
+                    window_seconds=window,
+                    interval_seconds=INTERVAL,
+                )
                 for name, window in (("short", 1.0), ("long", 60.0))
             }
             store = Store.open(path)
@@ -78,7 +87,11 @@ def test_the_live_run_measured_something(recording):
     for name in ("short", "long"):
         last = live[name][-1][0]
         assert len(last.replicas) == 3 and all(r.state == "up" for r in last.replicas)
-        assert last.fleet.requests_per_second > 0 and last.fleet.ttft_p95_seconds is not None and last.fleet.kv_usage is not None
+        assert (
+            last.fleet.requests_per_second > 0
+            and last.fleet.ttft_p95_seconds is not None
+            and last.fleet.kv_usage is not None
+        )
     spans = {figures.fleet.ttft_p95_seconds for figures, _ in live["short"]}
     assert len(spans) > 2, "a 1-second window moves: its percentiles change from poll to poll"
 
@@ -89,7 +102,9 @@ def test_replaying_the_file_gives_the_live_figures_and_views_exactly(recording, 
     store = Store.open(path, read_only=True)
     polls = [store.poll(poll_id) for poll_id, _ in store.poll_times(fleet)]
     assert len(polls) == POLLS
-    watcher = Watcher(RecordedSource(polls[0].source), polls[0].window_seconds, interval_seconds=polls[0].interval_seconds)
+    watcher = Watcher(
+        RecordedSource(polls[0].source), polls[0].window_seconds, interval_seconds=polls[0].interval_seconds
+    )
     previous = None
     for poll, (figures, view) in zip(polls, live[fleet]):
         replayed = watcher.replay(poll.results, poll.watched_at)

@@ -21,7 +21,12 @@ V3_TABLES = {"page_shapes"}
 
 
 def names(connection: sqlite3.Connection, kind: str) -> set[str]:
-    return {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = ? AND name NOT LIKE 'sqlite_%'", (kind,))}
+    return {
+        row[0]
+        for row in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = ? AND name NOT LIKE 'sqlite_%'", (kind,)
+        )
+    }
 
 
 def comparable(result: TargetResult, kept_shape: bool = True) -> TargetResult:
@@ -37,8 +42,11 @@ def comparable(result: TargetResult, kept_shape: bool = True) -> TargetResult:
 
 def real_results(at: float, requests: float = 0.0) -> tuple[TargetResult, ...]:
     """Two replicas from real captures (vLLM 0.32 and 0.10) and one that did not answer."""
-    newer = advance(sample_text(V032_SMALL_KV), counters={"vllm:request_success_total": requests},
-                    observations={"vllm:time_to_first_token_seconds": [0.02] * int(requests)})
+    newer = advance(
+        sample_text(V032_SMALL_KV),
+        counters={"vllm:request_success_total": requests},
+        observations={"vllm:time_to_first_token_seconds": [0.02] * int(requests)},
+    )
     older = whole_window(V010)  # an excerpt: read as far as it is whole
     return (
         TargetResult("a", "http://10.0.0.1:8000/metrics", "up", sample_from_page(parse(newer, FAMILIES), at), "", at),
@@ -56,7 +64,12 @@ def test_a_new_file_gets_every_table_its_indexes_wal_and_the_current_version(tmp
     assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     # Time-range reads use the indexes, not a scan of every poll.
-    plan = " ".join(row[-1] for row in connection.execute("EXPLAIN QUERY PLAN SELECT id FROM polls WHERE fleet_id = 1 AND at >= 0 AND at <= 9"))
+    plan = " ".join(
+        row[-1]
+        for row in connection.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM polls WHERE fleet_id = 1 AND at >= 0 AND at <= 9"
+        )
+    )
     assert "USING" in plan and "polls_fleet_at" in plan
 
 
@@ -86,7 +99,9 @@ def test_a_version_1_file_is_migrated_and_its_polls_read_back_unchanged(tmp_path
         assert (poll.fleet, poll.watched_at, poll.source) == ("f", at + 0.4, "scrape")
         assert poll.results == tuple(comparable(r, kept_shape=False) for r in real_results(at, requests))
     ttft = [reader.poll(p).results[0].sample.histograms["ttft"] for p in (first, second)]
-    assert ttft[1].count == ttft[0].count + 7 and ttft[1].counts[3] == ttft[0].counts[3] + 7, "the two polls are told apart"
+    assert ttft[1].count == ttft[0].count + 7 and ttft[1].counts[3] == ttft[0].counts[3] + 7, (
+        "the two polls are told apart"
+    )
     assert [(e.kind, e.detail) for e in reader.events()] == [("recording_started", {"pid": 1})]
 
 
@@ -112,8 +127,12 @@ def test_a_file_from_a_newer_capcon_is_refused_in_one_line(tmp_path):
         with pytest.raises(HistoryError) as error:
             Store.open(path, read_only=read_only)
         message = str(error.value)
-        assert "\n" not in message and str(path) in message and "newer capcon" in message and f"schema {newer}" in message
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == newer, "a refused file is left as it was"
+        assert (
+            "\n" not in message and str(path) in message and "newer capcon" in message and f"schema {newer}" in message
+        )
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == newer, (
+        "a refused file is left as it was"
+    )
 
 
 def test_a_version_2_file_is_read_as_it_is_and_a_writer_adds_the_page_shapes(tmp_path):

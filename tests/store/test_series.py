@@ -23,7 +23,8 @@ def record(store: Store, at: float, samples: dict, fleet: str = "chat", plan=Non
         for name, sample in samples.items()
     )
     changes = tuple(
-        FlagChange("raised", Flag(f"{kind}:fleet", kind, "fleet", "warning", at, "why", "todo"), None) for kind in raised
+        FlagChange("raised", Flag(f"{kind}:fleet", kind, "fleet", "warning", at, "why", "todo"), None)
+        for kind in raised
     )
     return store.write_poll(PollRecord(fleet, at, at, "scrape", 60.0, 10.0, results, plan=plan, flag_changes=changes))
 
@@ -59,8 +60,18 @@ def test_rollups_fill_older_minutes_and_raw_samples_win_where_both_exist(tmp_pat
     with store._transaction():
         for minute, sample in zip((0, 1, 2), rollups):
             row = sample_columns(sample, store._layout_id)
-            row.update(replica_id=replica_id, minute=T0 + 60 * minute, fleet_id=fleet_id, samples=6,
-                       running_max=9.0, waiting_max=1.0, kv_usage_max=0.8, state="up", error=None, fetched_at=sample.at)
+            row.update(
+                replica_id=replica_id,
+                minute=T0 + 60 * minute,
+                fleet_id=fleet_id,
+                samples=6,
+                running_max=9.0,
+                waiting_max=1.0,
+                kv_usage_max=0.8,
+                state="up",
+                error=None,
+                fetched_at=sample.at,
+            )
             store.db["minutes"].insert(row)
     points = minute_series(store, "chat", T0, T0 + 180)[url("r1")]
     assert [p.at for p in points] == [T0 + 55, T0 + 115, T0 + 170]
@@ -100,8 +111,18 @@ def test_the_recorded_end_keeps_the_last_poll_and_a_rolled_up_minute_whole(tmp_p
     replica_id = store.connection.execute("SELECT id FROM replicas").fetchone()[0]
     with store._transaction():
         row = sample_columns(replica.sample(T0 + 655), store._layout_id)
-        row.update(replica_id=replica_id, minute=T0 + 600, fleet_id=fleet_id, samples=6, running_max=1.0,
-                   waiting_max=0.0, kv_usage_max=0.5, state="up", error=None, fetched_at=T0 + 655)
+        row.update(
+            replica_id=replica_id,
+            minute=T0 + 600,
+            fleet_id=fleet_id,
+            samples=6,
+            running_max=1.0,
+            waiting_max=0.0,
+            kv_usage_max=0.5,
+            state="up",
+            error=None,
+            fetched_at=T0 + 655,
+        )
         store.db["minutes"].insert(row)
     assert recorded_end(store, "chat") == T0 + 660  # the whole last rolled-up minute
     assert recorded_span(store, "chat") == (T0 + 300, T0 + 600)

@@ -36,7 +36,13 @@ class FakeWatcher:
                 self.clock.now += self.step
             figures = replace(figures, at=self.clock.now - 2.0)
         # As a figure source hands it out: figures, no raw results.
-        return Poll(figures, None, self.clock.now if self.clock is not None else figures.at, figures.window_seconds, self.interval_seconds)
+        return Poll(
+            figures,
+            None,
+            self.clock.now if self.clock is not None else figures.at,
+            figures.window_seconds,
+            self.interval_seconds,
+        )
 
     async def aclose(self) -> None:
         pass
@@ -56,10 +62,22 @@ class FakeClock:
 
 def replica(name: str, state: str = "up", **values) -> Figures:
     base = dict(
-        requests_per_second=3.4, prompt_tokens_per_second=6800.0, generation_tokens_per_second=1680.0,
-        running=21.0, waiting=0.0, kv_usage=0.46, kv_capacity_tokens=220_000.0, preemptions_per_second=0.0,
-        prefix_hit_share=0.31, ttft_p50_seconds=0.21, ttft_p95_seconds=0.62, tpot_p95_seconds=0.031,
-        e2e_p95_seconds=13.1, queue_p95_seconds=0.05, mean_input_tokens=2050.0, mean_output_tokens=395.0,
+        requests_per_second=3.4,
+        prompt_tokens_per_second=6800.0,
+        generation_tokens_per_second=1680.0,
+        running=21.0,
+        waiting=0.0,
+        kv_usage=0.46,
+        kv_capacity_tokens=220_000.0,
+        preemptions_per_second=0.0,
+        prefix_hit_share=0.31,
+        ttft_p50_seconds=0.21,
+        ttft_p95_seconds=0.62,
+        tpot_p95_seconds=0.031,
+        e2e_p95_seconds=13.1,
+        queue_p95_seconds=0.05,
+        mean_input_tokens=2050.0,
+        mean_output_tokens=395.0,
         data_age_seconds=1.0,
     )
     if state in ("down", "timeout", "bad_payload"):
@@ -80,35 +98,65 @@ def fleet_of(*replicas: Figures, at: float = NOW - 2.0, **totals) -> FleetFigure
         return max(values) if values else None
 
     fleet = dict(
-        requests_per_second=total("requests_per_second"), prompt_tokens_per_second=total("prompt_tokens_per_second"),
-        generation_tokens_per_second=total("generation_tokens_per_second"), running=total("running"),
-        waiting=total("waiting"), kv_usage=worst("kv_usage"), preemptions_per_second=total("preemptions_per_second"),
-        prefix_hit_share=worst("prefix_hit_share"), ttft_p50_seconds=worst("ttft_p50_seconds"),
-        ttft_p95_seconds=worst("ttft_p95_seconds"), tpot_p95_seconds=worst("tpot_p95_seconds"),
-        e2e_p95_seconds=worst("e2e_p95_seconds"), queue_p95_seconds=worst("queue_p95_seconds"),
-        mean_input_tokens=worst("mean_input_tokens"), mean_output_tokens=worst("mean_output_tokens"),
+        requests_per_second=total("requests_per_second"),
+        prompt_tokens_per_second=total("prompt_tokens_per_second"),
+        generation_tokens_per_second=total("generation_tokens_per_second"),
+        running=total("running"),
+        waiting=total("waiting"),
+        kv_usage=worst("kv_usage"),
+        preemptions_per_second=total("preemptions_per_second"),
+        prefix_hit_share=worst("prefix_hit_share"),
+        ttft_p50_seconds=worst("ttft_p50_seconds"),
+        ttft_p95_seconds=worst("ttft_p95_seconds"),
+        tpot_p95_seconds=worst("tpot_p95_seconds"),
+        e2e_p95_seconds=worst("e2e_p95_seconds"),
+        queue_p95_seconds=worst("queue_p95_seconds"),
+        mean_input_tokens=worst("mean_input_tokens"),
+        mean_output_tokens=worst("mean_output_tokens"),
     )
     fleet.update(totals)
     return FleetFigures(
-        window_seconds=60.0, source="scrape", replicas=tuple(replicas),
-        fleet=Figures(name="fleet", url="", state="up", **fleet), at=at,
+        window_seconds=60.0,
+        source="scrape",
+        replicas=tuple(replicas),
+        fleet=Figures(name="fleet", url="", state="up", **fleet),
+        at=at,
     )
 
 
 def normal_fleet(at: float = NOW - 2.0) -> FleetFigures:
-    return fleet_of(replica("gpu-1"), replica("gpu-2", kv_usage=0.52, running=24.0), replica("gpu-3", kv_usage=0.41),
-                    replica("gpu-4", requests_per_second=3.2), at=at)
+    return fleet_of(
+        replica("gpu-1"),
+        replica("gpu-2", kv_usage=0.52, running=24.0),
+        replica("gpu-3", kv_usage=0.41),
+        replica("gpu-4", requests_per_second=3.2),
+        at=at,
+    )
 
 
 def saturated_fleet(at: float = NOW - 2.0) -> FleetFigures:
-    hot = dict(waiting=7.0, kv_usage=0.96, preemptions_per_second=0.8, ttft_p95_seconds=2.4, tpot_p95_seconds=0.047,
-               queue_p95_seconds=1.9, requests_per_second=6.4)
-    return fleet_of(replica("gpu-1", **hot), replica("gpu-2", **hot), replica("gpu-3", **hot), replica("gpu-4", **hot), at=at)
+    hot = dict(
+        waiting=7.0,
+        kv_usage=0.96,
+        preemptions_per_second=0.8,
+        ttft_p95_seconds=2.4,
+        tpot_p95_seconds=0.047,
+        queue_p95_seconds=1.9,
+        requests_per_second=6.4,
+    )
+    return fleet_of(
+        replica("gpu-1", **hot), replica("gpu-2", **hot), replica("gpu-3", **hot), replica("gpu-4", **hot), at=at
+    )
 
 
 def replica_down_fleet(at: float = NOW - 2.0) -> FleetFigures:
-    return fleet_of(replica("gpu-1"), replica("gpu-2", state="timeout", error="no answer in 2 s"), replica("gpu-3"),
-                    replica("gpu-4"), at=at)
+    return fleet_of(
+        replica("gpu-1"),
+        replica("gpu-2", state="timeout", error="no answer in 2 s"),
+        replica("gpu-3"),
+        replica("gpu-4"),
+        at=at,
+    )
 
 
 class DemoRecorder:

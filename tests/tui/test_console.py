@@ -200,7 +200,9 @@ async def test_rows_are_keyed_and_repaint_only_when_their_text_changes():
     clock = FakeClock()
     first = normal_fleet()
     second = fleet_of(
-        replica("gpu-1"), replica("gpu-2", kv_usage=0.52, running=24.0), replica("gpu-3", kv_usage=0.77),
+        replica("gpu-1"),
+        replica("gpu-2", kv_usage=0.52, running=24.0),
+        replica("gpu-3", kv_usage=0.77),
         replica("gpu-4", requests_per_second=3.2),
     )
     app = make_app(first, second, clock=clock)
@@ -315,7 +317,9 @@ async def test_plan_screen_marks_now_in_the_week_schedule():
     plan = load_plan(str(PLANS / "internal-assistant-18rps.yaml"))
     clock = FakeClock()  # Monday 10:00 UTC
     watcher = FakeWatcher(normal_fleet(), clock=clock)
-    app = ConsoleApp([FleetHandle("assistant", plan, watcher, expect=lambda now: plan_now(plan, now))], clock=clock, interval=60.0)
+    app = ConsoleApp(
+        [FleetHandle("assistant", plan, watcher, expect=lambda now: plan_now(plan, now))], clock=clock, interval=60.0
+    )
     async with app.run_test(size=(100, 40)) as pilot:
         await settle(pilot)
         await pilot.press("P")

@@ -60,7 +60,15 @@ async def test_help_fits_80x24_and_lists_the_keys_hidden_from_the_footer():
         assert box.max_scroll_y == 0  # nothing below the fold
         text = screen_text(app)
         assert "? unknown" in text  # the severity legend, the last line
-        for hidden in ("reverse the sort", "slower / faster", "save an SVG screenshot", "Tab", "j k", "… pend", "! over"):
+        for hidden in (
+            "reverse the sort",
+            "slower / faster",
+            "save an SVG screenshot",
+            "Tab",
+            "j k",
+            "… pend",
+            "! over",
+        ):
             assert hidden in text
 
 
@@ -97,7 +105,9 @@ async def test_header_names_the_plan_hour_its_overflow_mode_and_the_rates_window
 async def test_header_does_not_repeat_a_plan_named_like_its_fleet():
     plan = load_plan(str(PLAN_FILE))
     clock = FakeClock()
-    handle = FleetHandle(plan.name, plan, FakeWatcher(normal_fleet(), clock=clock), expect=lambda now: plan_now(plan, now))
+    handle = FleetHandle(
+        plan.name, plan, FakeWatcher(normal_fleet(), clock=clock), expect=lambda now: plan_now(plan, now)
+    )
     app = ConsoleApp([handle], clock=clock, interval=60.0)
     async with app.run_test(size=(200, 24)) as pilot:
         await settle(pilot)

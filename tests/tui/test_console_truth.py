@@ -121,8 +121,9 @@ async def test_an_active_filter_is_shown_with_what_it_hides():
 
 
 async def test_tab_reaches_the_flags_panel_and_its_keys_scroll_it():
-    many = fleet_of(*(replica(f"gpu-{i}", **{**SPIKED, "preemptions_per_second": 0.5, "kv_usage": 0.97})
-                      for i in range(1, 9)))
+    many = fleet_of(
+        *(replica(f"gpu-{i}", **{**SPIKED, "preemptions_per_second": 0.5, "kv_usage": 0.97}) for i in range(1, 9))
+    )
     app = make_app(many)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
@@ -158,6 +159,8 @@ async def test_pending_lines_wrap_as_whole_phrases_at_80_columns():
 
 def test_pack_moves_phrases_whole_and_cuts_only_what_cannot_fit():
     assert pack(["… pending: saturated", "·", "gpu-1,", "gpu-2", "(21 s of 30 s)"], 30) == [
-        "… pending: saturated · gpu-1,", "  gpu-2 (21 s of 30 s)"]
+        "… pending: saturated · gpu-1,",
+        "  gpu-2 (21 s of 30 s)",
+    ]
     assert pack(["x" * 12], 5) == ["xxxxx", "  xxx", "  xxx", "  x"]
     assert pack(["a", "b"], 80) == ["a b"]

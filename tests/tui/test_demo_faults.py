@@ -60,7 +60,10 @@ async def test_menu_names_the_chosen_replica_and_each_key_calls_the_fleet():
         assert isinstance(app.screen, FleetScreen) and demo.calls == []
 
         await choose(pilot, "d", "r", "s", "e", "h", "g")
-        assert demo.calls == [("fault", 1, kind) for kind in ("down", "restart", "slow", "metrics_error", "metrics_hang", "metrics_garbage")]
+        assert demo.calls == [
+            ("fault", 1, kind)
+            for kind in ("down", "restart", "slow", "metrics_error", "metrics_hang", "metrics_garbage")
+        ]
 
 
 async def test_menu_shows_what_is_on_and_the_same_key_clears_it():
@@ -98,7 +101,9 @@ async def test_clear_this_replica_and_clear_all():
         await pilot.press("up", "up")
         await choose(pilot, "c")
         cleared = demo.calls[3:]  # after d, h on replica 0 and s on replica 2
-        assert sorted(cleared) == sorted(("clear_fault", 0, kind) for kind in ("down", "slow", "metrics_error", "metrics_hang", "metrics_garbage"))
+        assert sorted(cleared) == sorted(
+            ("clear_fault", 0, kind) for kind in ("down", "slow", "metrics_error", "metrics_hang", "metrics_garbage")
+        )
         await pilot.press("f")
         assert "on now: gpu-3 slow" in menu_text(app)
         await pilot.press("a")
@@ -150,7 +155,10 @@ async def test_a_refused_fault_is_reported_and_the_console_stays_up():
 @pytest.mark.parametrize(
     "steps, on",
     [
-        ([("applied", "metrics_error"), ("applied", "metrics_garbage")], ("metrics_garbage",)),  # one /metrics fault at a time
+        (
+            [("applied", "metrics_error"), ("applied", "metrics_garbage")],
+            ("metrics_garbage",),
+        ),  # one /metrics fault at a time
         ([("applied", "down"), ("applied", "restart")], ()),  # a restart brings a stopped replica back
         ([("applied", "slow"), ("applied", "restart")], ("slow",)),
         ([("applied", "slow"), ("applied", "down"), ("cleared", "slow")], ("down",)),
@@ -163,7 +171,9 @@ def test_fault_bookkeeping_follows_the_fleet_rules(steps, on):
         getattr(faults, step)(0, kind)
     assert faults.kinds(0) == on
     assert faults.count() == len(on)
-    assert faults.summary({0: "r0"}) == (f"r0 {', '.join(k.replace('_', ' ').replace('metrics error', 'metrics 500') for k in on)}" if on else "none")
+    assert faults.summary({0: "r0"}) == (
+        f"r0 {', '.join(k.replace('_', ' ').replace('metrics error', 'metrics 500') for k in on)}" if on else "none"
+    )
 
 
 async def test_spikes_and_faults_go_into_the_history_as_events(tmp_path):

@@ -40,7 +40,9 @@ def row_of(screen: str, name: str) -> str:
 
 
 def console_pid(tmux: Tmux) -> int:
-    children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(tmux.pane_pid())], capture_output=True, text=True).stdout.split()
+    children = subprocess.run(
+        ["ps", "-o", "pid=", "--ppid", str(tmux.pane_pid())], capture_output=True, text=True
+    ).stdout.split()
     assert len(children) == 1, f"expected the demo as the shell's only child, found {children}"
     return int(children[0])
 
@@ -56,14 +58,18 @@ def test_demo_runs_the_fleet_reacts_to_keys_and_ctrl_c_frees_every_port():
         assert len(ports) >= 5, f"expected five simulated replicas listening, found {sorted(ports)}"
 
         # Traffic flows: the fleet row shows generated tokens.
-        tmux.wait_until(lambda s: any(row.split()[-1] != "–" for row in s.splitlines() if "FLEET 5/5" in row), "traffic")
+        tmux.wait_until(
+            lambda s: any(row.split()[-1] != "–" for row in s.splitlines() if "FLEET 5/5" in row), "traffic"
+        )
 
         tmux.keys("x")
         tmux.wait_for("traffic x3")
         tmux.keys("Down", "Down", "f")  # the fault menu, for the second replica
         tmux.wait_for("faults on replica-1 (replica 2 of 5)")
         tmux.keys("g")  # its /metrics returns garbage
-        screen = tmux.wait_until(lambda s: "BAD PAGE" in row_of(s, "replica-1"), "replica-1 showing a bad page", seconds=20)
+        screen = tmux.wait_until(
+            lambda s: "BAD PAGE" in row_of(s, "replica-1"), "replica-1 showing a bad page", seconds=20
+        )
         assert "FAULT" in screen.splitlines()[0]
         assert all("BAD PAGE" not in row_of(screen, f"replica-{i}") for i in (0, 2, 3, 4))
         tmux.keys("f")

@@ -34,7 +34,14 @@ class Wall:
 def history(tmp_path_factory):
     path = tmp_path_factory.mktemp("replay-tui") / "history.sqlite"
     # replica-1 down from +60 s to +100 s: its flag shows 10 s later, while the replay plays through.
-    record_synthetic(path, 300.0, replicas=3, interval=5.0, incident=Incident(down_from=60.0, down_until=100.0, queue_replica=None), keep_views=False)
+    record_synthetic(
+        path,
+        300.0,
+        replicas=3,
+        interval=5.0,
+        incident=Incident(down_from=60.0, down_until=100.0, queue_replica=None),
+        keep_views=False,
+    )
     return path
 
 

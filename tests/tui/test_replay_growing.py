@@ -24,8 +24,17 @@ async def test_end_and_go_to_reach_polls_written_while_the_replay_is_open(tmp_pa
             await pilot.press("end")
             await settled(pilot, T0 + 120.0)
             assert any("the recorder may still be writing" in n.message for n in app._notifications)
-            more = record_synthetic(path, 60.0, interval=5.0, incident=QUIET, keep_views=False, plan_path=None,
-                                    start=T0 + 125.3, carry_on=first, jitter=0.5)
+            more = record_synthetic(
+                path,
+                60.0,
+                interval=5.0,
+                incident=QUIET,
+                keep_views=False,
+                plan_path=None,
+                start=T0 + 125.3,
+                carry_on=first,
+                jitter=0.5,
+            )
             await pilot.press("end")
             await settled(pilot, more.times[-1])
             assert f"REPLAY {shown_time(more.times[-1])} ×1 ‖" in header(app)

@@ -25,7 +25,14 @@ def utc(at: float) -> str:
 @pytest.fixture
 def tmux_replay(tmp_path):
     path = tmp_path / "history.sqlite"
-    record_synthetic(path, 240.0, replicas=3, interval=5.0, incident=Incident(down_from=30.0, down_until=90.0, queue_replica=None), keep_views=False)
+    record_synthetic(
+        path,
+        240.0,
+        replicas=3,
+        interval=5.0,
+        incident=Incident(down_from=30.0, down_until=90.0, queue_replica=None),
+        keep_views=False,
+    )
     # TZ pinned: the tmux server's environment may not be this test's.
     tmux = Tmux(f"TZ=UTC {sys.executable} -m console replay --db {path} --paused; echo CAPCON-EXIT=$?; sleep 60")
     try:
@@ -37,8 +44,10 @@ def tmux_replay(tmp_path):
 def test_replay_in_tmux_shows_the_recorded_moment_steps_and_quits(tmux_replay):
     tmux = tmux_replay
     # The header can be drawn a moment before the rows are mounted: wait for both.
-    screen = tmux.wait_until(lambda s: f"REPLAY {utc(T0)} ×1 ‖" in s and "replica-0" in s and "replica-2" in s,
-                             "the recorded moment and its replicas")
+    screen = tmux.wait_until(
+        lambda s: f"REPLAY {utc(T0)} ×1 ‖" in s and "replica-0" in s and "replica-2" in s,
+        "the recorded moment and its replicas",
+    )
     assert "● live" not in screen
 
     tmux.keys(".")

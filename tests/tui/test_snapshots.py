@@ -66,8 +66,12 @@ def test_compact_80x24_sixteen_colours(snap_compare):
 
 def test_a_spike_at_80x24_in_sixteen_colours(snap_compare):
     """The first poll of a spike: cells over their limits marked at once, rows pending, a row selected."""
-    spiked = fleet_of(*(replica(f"127.0.0.1{i}:28100", ttft_p95_seconds=7.2, waiting=24.0, kv_usage=0.71 + i / 100)
-                        for i in range(1, 6)))
+    spiked = fleet_of(
+        *(
+            replica(f"127.0.0.1{i}:28100", ttft_p95_seconds=7.2, waiting=24.0, kv_usage=0.71 + i / 100)
+            for i in range(1, 6)
+        )
+    )
 
     async def spike(pilot) -> None:
         await settle(pilot)
@@ -93,9 +97,15 @@ def test_overview_of_several_fleets(snap_compare):
     clock = FakeClock()
     fleets = [
         FleetHandle(name, None, FakeWatcher(figures, clock=clock, step=7.5), expect=lambda now: PLAN_NOW)
-        for name, figures in (("assistant", normal_fleet()), ("batch", saturated_fleet()), ("rag", replica_down_fleet()))
+        for name, figures in (
+            ("assistant", normal_fleet()),
+            ("batch", saturated_fleet()),
+            ("rag", replica_down_fleet()),
+        )
     ]
-    assert snap_compare(ConsoleApp(fleets, clock=clock, interval=60.0), terminal_size=(80, 24), run_before=watched_for_a_minute)
+    assert snap_compare(
+        ConsoleApp(fleets, clock=clock, interval=60.0), terminal_size=(80, 24), run_before=watched_for_a_minute
+    )
 
 
 def test_demo_fault_menu(snap_compare):

@@ -75,8 +75,11 @@ def tmux_console(metrics_server):
 
 
 def table_lines(screen: str) -> list[str]:
-    return [line for line in screen.splitlines() if line.startswith(("✓ ok", "✖ CRIT", "▲ WARN", "● info", "? ---",
-                                                                       "… pend", "! over"))]
+    return [
+        line
+        for line in screen.splitlines()
+        if line.startswith(("✓ ok", "✖ CRIT", "▲ WARN", "● info", "? ---", "… pend", "! over"))
+    ]
 
 
 def replica_lines(screen: str, port: int) -> list[str]:

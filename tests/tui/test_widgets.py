@@ -53,7 +53,12 @@ def test_sparkline_shifts_only_when_a_new_bucket_begins():
 
 @pytest.mark.parametrize(
     "raw,seen",
-    [("[bold]x[/bold]", "[bold]x[/bold]"), ("a\x1b[2Jb", "a\\x1b[2Jb"), ("tab\there", "tab\\there"), ("ok name", "ok name")],
+    [
+        ("[bold]x[/bold]", "[bold]x[/bold]"),
+        ("a\x1b[2Jb", "a\\x1b[2Jb"),
+        ("tab\there", "tab\\there"),
+        ("ok name", "ok name"),
+    ],
 )
 def test_label_values_become_printable_literals(raw, seen):
     assert printable(raw) == seen
@@ -77,7 +82,9 @@ def test_columns_drop_the_least_important_first():
 
 # --- hostile numbers never bring the trends down (they are unknown long before; this is the last guard) ---
 
-_HOSTILE = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([1e308, -1e308, 5e-324, 0.0]))
+_HOSTILE = st.one_of(
+    st.none(), st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([1e308, -1e308, 5e-324, 0.0])
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -99,8 +106,17 @@ def test_sparklines_never_raise_and_draw_only_finite_values(points, width, bucke
 def test_the_trends_panel_never_raises_on_hostile_values(rows):
     trends = Trends()
     for i, (load, capacity, waiting, kv, ttft) in enumerate(rows):
-        trends = trends.add(TrendPoint(at=1000.0 + i, load_rps=load, capacity_rps=capacity, waiting=waiting, kv_usage=kv,
-                                       ttft_p95_seconds=ttft, tpot_p95_seconds=ttft))
+        trends = trends.add(
+            TrendPoint(
+                at=1000.0 + i,
+                load_rps=load,
+                capacity_rps=capacity,
+                waiting=waiting,
+                kv_usage=kv,
+                ttft_p95_seconds=ttft,
+                tpot_p95_seconds=ttft,
+            )
+        )
     for point in trends.points:
         for name in SERIES:
             value = getattr(point, name)

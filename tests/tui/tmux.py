@@ -18,7 +18,21 @@ class Tmux:
         # home over explicitly, or `capcon watch` would record into the user's own history.
         data_home = ["-e", f"XDG_DATA_HOME={os.environ['XDG_DATA_HOME']}"] if os.environ.get("XDG_DATA_HOME") else []
         subprocess.run(
-            ["tmux", "new-session", "-d", "-s", self.session, *data_home, "-x", str(width), "-y", str(height), "-c", str(REPO), command],
+            [
+                "tmux",
+                "new-session",
+                "-d",
+                "-s",
+                self.session,
+                *data_home,
+                "-x",
+                str(width),
+                "-y",
+                str(height),
+                "-c",
+                str(REPO),
+                command,
+            ],
             check=True,
         )
 

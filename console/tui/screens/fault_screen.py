@@ -30,7 +30,10 @@ class FaultMenu:
 
 class FaultScreen(ModalScreen[str | None]):
     BINDINGS = [
-        *(Binding(choice.key, f"choose('{choice.key}')", choice.kind, id=f"fault-{choice.kind}") for choice in FAULT_CHOICES),
+        *(
+            Binding(choice.key, f"choose('{choice.key}')", choice.kind, id=f"fault-{choice.kind}")
+            for choice in FAULT_CHOICES
+        ),
         Binding(CLEAR_REPLICA_KEY, f"choose('{CLEAR_REPLICA_KEY}')", "clear replica", id="fault-clear-replica"),
         Binding(CLEAR_ALL_KEY, f"choose('{CLEAR_ALL_KEY}')", "clear all", id="fault-clear-all"),
         Binding("escape,f", "close", "close", id="fault-close"),
@@ -42,7 +45,9 @@ class FaultScreen(ModalScreen[str | None]):
 
     def compose(self):
         with Vertical(id="fault-menu") as box:
-            box.border_title = f"faults on {printable(self.menu.name)} (replica {self.menu.index + 1} of {self.menu.replicas})"
+            box.border_title = (
+                f"faults on {printable(self.menu.name)} (replica {self.menu.index + 1} of {self.menu.replicas})"
+            )
             box.border_subtitle = "a key applies and closes · Esc closes"
             yield Static(self._text(), id="fault-choices", markup=False)
 

@@ -75,7 +75,10 @@ class FleetScreen(ConsoleScreen):
                 with FlagsScroll(id="flags-scroll") as flags:
                     flags.border_title = FlagsScroll.TITLE
                     yield FlagsPanel(id="flags")
-        yield Input(placeholder="filter: kv>0.9, state=down, wait>=1, name~gpu, or any text (Enter applies, Esc clears)", id="filter")
+        yield Input(
+            placeholder="filter: kv>0.9, state=down, wait>=1, name~gpu, or any text (Enter applies, Esc clears)",
+            id="filter",
+        )
         yield Footer()
 
     @property
@@ -112,9 +115,15 @@ class FleetScreen(ConsoleScreen):
         else:
             table.sort_by(column, default_descending(column))
         self.app.clear_notifications()
-        order = "source order" if table.sort_key is None else (
-            f"{table.sort_key}, {'largest' if table.descending else 'smallest'} first"
-            if table.sort_key not in ("name", "state") else f"{table.sort_key}, {'Z-A' if table.descending else 'A-Z'}")
+        order = (
+            "source order"
+            if table.sort_key is None
+            else (
+                f"{table.sort_key}, {'largest' if table.descending else 'smallest'} first"
+                if table.sort_key not in ("name", "state")
+                else f"{table.sort_key}, {'Z-A' if table.descending else 'A-Z'}"
+            )
+        )
         self.notify(f"sorted by {order}", timeout=1.5)
 
     def action_focus_flags(self) -> None:

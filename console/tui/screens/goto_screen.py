@@ -10,7 +10,9 @@ from textual.widgets import Input, Static
 from console.replay.loader import shown_time
 from console.replay.moment import parse_goto
 
-PROMPT = "go to: HH:MM[:SS] (the day replayed), 2026-11-30 14:03 (ISO), -5m / +30s (from now shown); Enter goes, Esc cancels"
+PROMPT = (
+    "go to: HH:MM[:SS] (the day replayed), 2026-11-30 14:03 (ISO), -5m / +30s (from now shown); Enter goes, Esc cancels"
+)
 
 
 class GoToScreen(ModalScreen[float | None]):

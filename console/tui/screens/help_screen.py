@@ -47,7 +47,7 @@ s          sort menu (a key each)  r      reverse the sort
 Tab        to the flags panel and back
 o          overview of all fleets  w      save an SVG screenshot
 P          the plan                ?      this help (Esc closes)
-""" + HELP[HELP.index("Filters:"):]
+""" + HELP[HELP.index("Filters:") :]
 
 
 class HelpScreen(ModalScreen):

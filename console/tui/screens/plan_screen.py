@@ -59,7 +59,9 @@ class PlanScreen(ConsoleScreen):
             self._shown_now = now
             self.query_one("#week", Static).update(week_grid(schedule(self.plan).replicas_by_hour, now))
         if self._report is None:
-            self._report = printable_report(render(size(self.plan), schedule(self.plan), shown_path(self.plan.source_path)))
+            self._report = printable_report(
+                render(size(self.plan), schedule(self.plan), shown_path(self.plan.source_path))
+            )
             self.query_one("#report", Static).update(Text(self._report))
 
 

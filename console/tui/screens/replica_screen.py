@@ -14,8 +14,15 @@ from console.tui.screens.base import ConsoleScreen
 from console.tui.widgets.console_header import ConsoleHeader
 from console.tui.widgets.scroll import ConsoleScroll
 
-SECONDS = {"ttft_p50_seconds", "ttft_p95_seconds", "ttft_p99_seconds", "itl_p95_seconds", "tpot_p95_seconds",
-           "e2e_p95_seconds", "queue_p95_seconds"}
+SECONDS = {
+    "ttft_p50_seconds",
+    "ttft_p95_seconds",
+    "ttft_p99_seconds",
+    "itl_p95_seconds",
+    "tpot_p95_seconds",
+    "e2e_p95_seconds",
+    "queue_p95_seconds",
+}
 SHARES = {"kv_usage", "prefix_hit_share"}
 
 

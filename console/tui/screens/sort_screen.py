@@ -17,8 +17,21 @@ from console.fleet.columns import CONSOLE_BY_KEY
 SOURCE_ORDER = "source"
 # The key that sorts on each column: a letter the column's title suggests, never one the menu itself uses.
 SORT_KEYS: dict[str, str] = {
-    "name": "n", "state": "s", "rps": "r", "prompt": "i", "gen": "o", "run": "u", "wait": "w", "kv": "k",
-    "preempt": "p", "ttft50": "f", "ttft": "t", "tpot": "d", "e2e": "e", "queue": "q", "prefix": "x",
+    "name": "n",
+    "state": "s",
+    "rps": "r",
+    "prompt": "i",
+    "gen": "o",
+    "run": "u",
+    "wait": "w",
+    "kv": "k",
+    "preempt": "p",
+    "ttft50": "f",
+    "ttft": "t",
+    "tpot": "d",
+    "e2e": "e",
+    "queue": "q",
+    "prefix": "x",
 }
 assert set(SORT_KEYS) == set(CONSOLE_BY_KEY) and len(set(SORT_KEYS.values())) == len(SORT_KEYS)
 SOURCE_KEY = "0"
@@ -34,8 +47,12 @@ class SortScreen(ModalScreen[str | None]):
     """Dismisses with a column key, SOURCE_ORDER, or None (closed)."""
 
     BINDINGS = [
-        *(Binding(key, f"choose('{column}')", CONSOLE_BY_KEY[column].console.title, show=False, id=f"sort-by-{column}")
-          for column, key in SORT_KEYS.items()),
+        *(
+            Binding(
+                key, f"choose('{column}')", CONSOLE_BY_KEY[column].console.title, show=False, id=f"sort-by-{column}"
+            )
+            for column, key in SORT_KEYS.items()
+        ),
         Binding(SOURCE_KEY, f"choose('{SOURCE_ORDER}')", "source order", show=False, id="sort-source-order"),
         Binding("escape", "close", "close", id="sort-close"),
     ]

@@ -56,8 +56,14 @@ class FlagsPanel(DiffText):
             shown, self._shown = self._shown, None
             self.show(*shown[0])
 
-    def show(self, flags: tuple[Flag, ...], now: float, pending: tuple[Pending, ...] = (), planned: bool = True,
-             over: int = 0) -> None:
+    def show(
+        self,
+        flags: tuple[Flag, ...],
+        now: float,
+        pending: tuple[Pending, ...] = (),
+        planned: bool = True,
+        over: int = 0,
+    ) -> None:
         """`planned`: a plan is known (without one only fixed thresholds are judged); `over`: rows with a cell
         over its limit now, so an empty list of flags is not read as all clear."""
         lines = tuple(_grouped(flags, now))
@@ -77,8 +83,9 @@ class FlagsPanel(DiffText):
             text.append("✓ no flags · no plan: judged only on fixed thresholds: ", style="bold")
             text.append(fixed_words(Thresholds()))
         elif not flags and not pending:
-            text.append(f"no flags yet: {over} row{'s' if over > 1 else ''} over a limit now (cells marked !)",
-                        style="bold")
+            text.append(
+                f"no flags yet: {over} row{'s' if over > 1 else ''} over a limit now (cells marked !)", style="bold"
+            )
         # Headlines first, one line each, so a short terminal still shows every flag; then what is
         # pending (a condition that holds, inside its minimum duration); then the details.
         headlines = []

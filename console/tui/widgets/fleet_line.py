@@ -16,8 +16,13 @@ HEADER = f"{'':7}{'fleet':<18}{'load/sched cap':>15}{'headroom':>10}{'up/sched':
 
 class FleetLine(DiffText):
     COMPONENT_CLASSES = {
-        "fleet-line--critical", "fleet-line--warning", "fleet-line--info", "fleet-line--pending", "fleet-line--over",
-        "fleet-line--ok", "fleet-line--unknown",
+        "fleet-line--critical",
+        "fleet-line--warning",
+        "fleet-line--info",
+        "fleet-line--pending",
+        "fleet-line--over",
+        "fleet-line--ok",
+        "fleet-line--unknown",
     }
 
     def __init__(self, index: int, name: str, **kwargs) -> None:
@@ -42,7 +47,9 @@ class FleetLine(DiffText):
                 flag = f"{title(worst)} ({len(view.flags)})" + (f" +{len(pending)} pending" if pending else "")
             elif pending:
                 # A condition holds but not yet for its minimum duration: never "ok", never "none".
-                flag = f"… pending: {title_of(pending[0].kind)}" + (f" (+{len(pending) - 1})" if len(pending) > 1 else "")
+                flag = f"… pending: {title_of(pending[0].kind)}" + (
+                    f" (+{len(pending) - 1})" if len(pending) > 1 else ""
+                )
             elif over:
                 flag = "none yet: cells over a limit now"
             else:

@@ -10,7 +10,12 @@ from console.tui.literal import fit
 from console.tui.widgets.diff_text import DiffText
 
 SYMBOLS = {"ok": "✓", "warning": "▲", "critical": "✖", "unknown": "?"}
-STYLES = {"ok": "plan-panel--ok", "warning": "plan-panel--warning", "critical": "plan-panel--critical", "unknown": "plan-panel--unknown"}
+STYLES = {
+    "ok": "plan-panel--ok",
+    "warning": "plan-panel--warning",
+    "critical": "plan-panel--critical",
+    "unknown": "plan-panel--unknown",
+}
 
 
 def _bytes(value: float | None) -> str:

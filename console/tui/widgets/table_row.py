@@ -14,15 +14,33 @@ from console.tui.literal import fit, fit_middle, printable
 from console.tui.widgets.diff_text import DiffText
 
 WIDTHS = {
-    "name": 12, "state": 9, "rps": 6, "prompt": 8, "gen": 8, "run": 4, "wait": 5, "kv": 5,
-    "preempt": 6, "ttft50": 7, "ttft": 7, "tpot": 7, "e2e": 7, "queue": 8, "prefix": 7,
+    "name": 12,
+    "state": 9,
+    "rps": 6,
+    "prompt": 8,
+    "gen": 8,
+    "run": 4,
+    "wait": 5,
+    "kv": 5,
+    "preempt": 6,
+    "ttft50": 7,
+    "ttft": 7,
+    "tpot": 7,
+    "e2e": 7,
+    "queue": 8,
+    "prefix": 7,
 }
 BADGE_WIDTH = 7
 # Severity as text as well as colour. "pend": a condition holds, inside its minimum duration; "over": a cell is
 # over its limit now, with no flag or pending condition on this row (a fleet-wide SLO breach, say).
 BADGES = {
-    "critical": "✖ CRIT", "warning": "▲ WARN", "info": "● info", "pending": "… pend", "over": "! over",
-    "ok": "✓ ok", "unknown": "? ----",
+    "critical": "✖ CRIT",
+    "warning": "▲ WARN",
+    "info": "● info",
+    "pending": "… pend",
+    "over": "! over",
+    "ok": "✓ ok",
+    "unknown": "? ----",
 }
 OVER_MARK = "!"  # in the gap after a cell over its limit: readable without colour, and in a pasted copy
 
@@ -44,8 +62,15 @@ class TableRow(DiffText):
     """A replica, the fleet total, or the header line; only changed cells reach the terminal."""
 
     COMPONENT_CLASSES = {
-        "table-row--critical", "table-row--warning", "table-row--info", "table-row--pending", "table-row--ok",
-        "table-row--unknown", "table-row--cell-critical", "table-row--cell-warning", "table-row--selected-mark",
+        "table-row--critical",
+        "table-row--warning",
+        "table-row--info",
+        "table-row--pending",
+        "table-row--ok",
+        "table-row--unknown",
+        "table-row--cell-critical",
+        "table-row--cell-warning",
+        "table-row--selected-mark",
     }
 
     def __init__(self, key: str, **kwargs) -> None:
@@ -118,8 +143,14 @@ class TableRow(DiffText):
         cells = tuple(name if (key == "name" and name is not None) else cell(row, key) for key in columns)
         self.show(row.mark, cells, columns, selected, row.over, name_width)
 
-    def hold(self, row: Row, columns: tuple[str, ...], selected: bool = False, name: str | None = None,
-             name_width: int = WIDTHS["name"]) -> None:
+    def hold(
+        self,
+        row: Row,
+        columns: tuple[str, ...],
+        selected: bool = False,
+        name: str | None = None,
+        name_width: int = WIDTHS["name"],
+    ) -> None:
         """Keep the figures of a row out of view without formatting or repainting it."""
         self._held = (row, columns, selected, name, name_width)
 

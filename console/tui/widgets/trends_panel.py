@@ -55,12 +55,22 @@ class TrendsPanel(DiffText):
         top = _step_up(max(known)) if known else None
         lines = [
             ("load", spark(load, width, top), f"{fmt.rate(_last(t.series('load_rps')))}/{fmt.rate(last_capacity)}"),
-            ("queue", spark(series("waiting"), width, _step_up(_max(series("waiting")))), fmt.count(_last(t.series("waiting")))),
+            (
+                "queue",
+                spark(series("waiting"), width, _step_up(_max(series("waiting")))),
+                fmt.count(_last(t.series("waiting"))),
+            ),
             ("KV max", spark(series("kv_usage"), width, 1.0), fmt.share(_last(t.series("kv_usage")))),
-            ("TTFT95", spark(series("ttft_p95_seconds"), width, _step_up(_max(series("ttft_p95_seconds")))),
-             fmt.seconds(_last(t.series("ttft_p95_seconds")))),
-            ("TPOT95", spark(series("tpot_p95_seconds"), width, _step_up(_max(series("tpot_p95_seconds")))),
-             fmt.seconds(_last(t.series("tpot_p95_seconds")))),
+            (
+                "TTFT95",
+                spark(series("ttft_p95_seconds"), width, _step_up(_max(series("ttft_p95_seconds")))),
+                fmt.seconds(_last(t.series("ttft_p95_seconds"))),
+            ),
+            (
+                "TPOT95",
+                spark(series("tpot_p95_seconds"), width, _step_up(_max(series("tpot_p95_seconds")))),
+                fmt.seconds(_last(t.series("tpot_p95_seconds"))),
+            ),
         ]
         rendered = "\n".join(f"{label:<{LABEL_WIDTH}}{bars}{value:>{VALUE_WIDTH}}" for label, bars, value in lines)
         if rendered != self._shown:
