@@ -169,7 +169,7 @@ def run_datatable(replicas: int, changing: bool, ready_file: str) -> None:
             self.polls = 0
             table = self.query_one(DataTable)
             for column in COLUMNS:
-                table.add_column(column.title, key=column.key)
+                table.add_column(column.console.title, key=column.key)
             for figures in fleet_figures(replicas, 0, time.time()).replicas:
                 table.add_row(*(cell(Row(figures.name, figures, None), k) for k in keys), key=figures.name)
             self.set_interval(1.0, self.refresh_cells)
