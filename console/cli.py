@@ -9,6 +9,7 @@ import sys
 
 from console.args import check_option_limits, check_words
 from console.errors import UserError
+from console.text import printable
 
 # Order is the order `capcon --help` lists them.
 VERBS = ("plan", "watch", "record", "replay", "history", "export", "demo", "sim", "gateway")
@@ -16,11 +17,6 @@ VERBS = ("plan", "watch", "record", "replay", "history", "export", "demo", "sim"
 # (`--from -2x`) that deserves the option's own message. argparse takes any such word for an
 # option and says "expected one argument", so `joined_values` writes them as `--from=-15m`.
 DASH_VALUE_OPTIONS = ("--from", "--to", "--keep-raw", "--keep-minutes")
-
-
-def printable(text: str) -> str:
-    """`text` on one line: a newline, a control character or a surrogate escape shown as its escape."""
-    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in str(text))
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -29,7 +29,7 @@ from console.live.handle import FleetHandle
 from console.live.loop import Cadence, poll_loop
 from console.live.setup import add_source_options, fleet_handles, load_plans
 from console.metrics.figures import FleetFigures
-from console.tui.literal import printable  # the console's rule: control characters shown as escapes
+from console.text import printable
 
 # --once --fail-on: exit codes beside 0 done, 1 no target answered, 2 bad input.
 EXIT_FLAG_ACTIVE = 3  # a flag at or above the chosen severity is raised

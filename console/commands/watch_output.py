@@ -11,7 +11,7 @@ from console.fleet.columns import ONCE_COLUMNS
 from console.fleet.view_json import fleet_view_json
 from console.metrics.figures import ANSWERING, FLEET_TOTAL, FleetFigures
 from console.store import json_out
-from console.tui.literal import printable  # the console's rule: control characters shown as escapes
+from console.text import printable
 from console.when import iso_when
 
 BADGES = {"critical": "✖ CRIT", "warning": "▲ WARN", "info": "● info"}  # as the console shows them

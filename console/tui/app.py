@@ -20,9 +20,9 @@ from console.fleet.view import FleetView
 from console.live.defaults import DEFAULT_INTERVAL_SECONDS
 from console.live.handle import FleetHandle
 from console.plan.model import DAYS
+from console.text import printable
 from console.tui.demo import Demo, DemoControls
 from console.tui.drivers import Driver, LiveDriver, RecordedFleetLabel, ReplayDriver
-from console.tui.literal import printable
 from console.tui.messages import PollFailed, ViewUpdated
 from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.fault_screen import FaultMenu, FaultScreen

@@ -18,7 +18,7 @@ from console.live.feed import PollFeed
 from console.live.handle import FleetHandle
 from console.live.loop import Cadence, failure_words, poll_loop
 from console.plan.model import Plan
-from console.tui.literal import printable
+from console.text import printable
 from console.tui.messages import PollFailed, ViewUpdated
 
 if TYPE_CHECKING:

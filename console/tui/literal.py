@@ -8,21 +8,10 @@ escapes so nothing can style, move the cursor or clear the screen.
 
 from __future__ import annotations
 
-import unicodedata
-
 from rich.text import Text
 
 from console.fleet.format import middle_cut
-
-
-def printable(value: object) -> str:
-    out = []
-    for char in str(value):
-        if char == " " or not unicodedata.category(char).startswith("C"):
-            out.append(char)
-        else:
-            out.append(char.encode("unicode_escape").decode("ascii"))
-    return "".join(out)
+from console.text import printable
 
 
 def literal(value: object, style: str = "") -> Text:

@@ -12,7 +12,8 @@ from textual.geometry import Region
 
 from console.fleet import format as fmt
 from console.fleet.trends import SERIES, TrendPoint, Trends
-from console.tui.literal import fit, fit_middle, printable
+from console.text import printable
+from console.tui.literal import fit, fit_middle
 from console.tui.widgets.diff_text import changed_regions
 from console.tui.widgets.fleet_table import columns_for
 from console.tui.widgets.sparkline import bucketed, spark
@@ -144,3 +145,11 @@ def test_numbers_that_are_not_finite_are_shown_as_unknown(value):
 def test_huge_numbers_stay_short():
     assert fmt.compact(9.05e12) == "9.1T" and fmt.compact(2.5e9) == "2.5G" and len(fmt.compact(1e300)) <= 8
     assert fmt.count(1e20) == fmt.compact(1e20)
+
+
+@given(st.text())
+def test_any_text_comes_out_printable_and_spaces_stay(raw):
+    shown = printable(raw)
+    assert shown.isprintable()
+    assert shown.count(" ") >= raw.count(" ")  # spaces stay spaces
+    assert "\x1b" not in shown and "\n" not in shown

@@ -13,8 +13,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from console.text import printable
 from console.tui.demo_faults import CLEAR_ALL_KEY, CLEAR_REPLICA_KEY, FAULT_CHOICES
-from console.tui.literal import printable
 
 
 @dataclass(frozen=True)

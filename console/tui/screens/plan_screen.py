@@ -12,7 +12,7 @@ from console.plan.model import DAYS, Plan
 from console.plan.report import render
 from console.plan.schedule import schedule
 from console.plan.sizing import size
-from console.tui.literal import printable
+from console.text import printable
 from console.tui.screens.base import ConsoleScreen
 from console.tui.widgets.console_header import ConsoleHeader
 from console.tui.widgets.scroll import ConsoleScroll

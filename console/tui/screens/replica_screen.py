@@ -9,7 +9,7 @@ from textual.binding import Binding
 from textual.widgets import Footer, Static
 
 from console.fleet import format as fmt
-from console.tui.literal import printable
+from console.text import printable
 from console.tui.screens.base import ConsoleScreen
 from console.tui.widgets.console_header import ConsoleHeader
 from console.tui.widgets.scroll import ConsoleScroll

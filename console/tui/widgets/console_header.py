@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from console.fleet import format as fmt
-from console.tui.literal import printable
+from console.text import printable
 from console.tui.widgets.diff_text import DiffText
 
 

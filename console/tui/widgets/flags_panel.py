@@ -9,7 +9,7 @@ from rich.text import Text
 from console.fleet import format as fmt
 from console.fleet.flags import Flag, Pending, Thresholds
 from console.fleet.judge import fixed_words
-from console.tui.literal import printable
+from console.text import printable
 from console.tui.widgets.diff_text import DiffText
 from console.tui.widgets.table_row import BADGES
 

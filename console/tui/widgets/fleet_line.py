@@ -6,7 +6,8 @@ from rich.text import Text
 
 from console.fleet import format as fmt
 from console.fleet.view import FleetView
-from console.tui.literal import fit, printable
+from console.text import printable
+from console.tui.literal import fit
 from console.tui.widgets.diff_text import DiffText
 from console.tui.widgets.flags_panel import title, title_of
 from console.tui.widgets.table_row import BADGES

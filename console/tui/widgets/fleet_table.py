@@ -14,7 +14,8 @@ from console.fleet.columns import CONSOLE_BY_KEY, CONSOLE_COLUMNS
 from console.fleet.format import short_names
 from console.fleet.view import FleetView, Row, RowFilter, sort_rows
 from console.metrics.figures import FLEET_TOTAL
-from console.tui.literal import fit, printable
+from console.text import printable
+from console.tui.literal import fit
 from console.tui.widgets.diff_text import DiffText
 from console.tui.widgets.scroll import ConsoleScroll
 from console.tui.widgets.table_row import BADGE_WIDTH, WIDTHS, TableRow

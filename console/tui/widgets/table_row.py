@@ -10,7 +10,8 @@ from rich.text import Text
 
 from console.fleet.columns import CONSOLE_BY_KEY
 from console.fleet.view import Row
-from console.tui.literal import fit, fit_middle, printable
+from console.text import printable
+from console.tui.literal import fit, fit_middle
 from console.tui.widgets.diff_text import DiffText
 
 WIDTHS = {
