@@ -115,7 +115,7 @@ def add_parser(sub):
     return parser
 
 
-def _check(args) -> None:
+def check_options(args) -> None:
     if not math.isfinite(args.interval) or args.interval < MIN_ONCE_INTERVAL_SECONDS:
         raise UserError(f"--interval {args.interval:g}: expected at least {MIN_ONCE_INTERVAL_SECONDS:g} seconds")
     if not args.once:
@@ -139,7 +139,7 @@ def _check(args) -> None:
 
 
 def run(args) -> int:
-    _check(args)
+    check_options(args)
     plans = load_plans(args.plan)
     path = history_path(args)
     handles = fleet_handles(args, plans)

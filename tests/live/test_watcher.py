@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 from dataclasses import replace
 
 import pytest
 from aiohttp import web
 
-from console.commands import watch
-from console.errors import UserError
 from console.live.handle import FleetHandle
 from console.live.watcher import Watcher
 from console.metrics.exposition import parse
@@ -204,21 +201,6 @@ async def test_data_from_before_a_gap_is_not_the_older_sample():
     assert after_gap.replicas[0].prompt_tokens_per_second is None  # not a rate averaged over the gap
     assert after_gap.window_seconds == 10
     assert resumed.replicas[0].prompt_tokens_per_second == pytest.approx((4 - 1) / 1)
-
-
-def watch_args(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    watch.add_parser(parser.add_subparsers())
-    return parser.parse_args(["watch", "--target", "127.0.0.1:8000", *argv])
-
-
-def test_a_window_shorter_than_the_interval_is_refused():
-    with pytest.raises(UserError) as refused:
-        watch._check(watch_args("--interval", "5", "--window", "2"))
-    message = str(refused.value)
-    assert "--window 2" in message and "--interval 5" in message and "expected" in message and "\n" not in message
-    watch._check(watch_args("--interval", "5", "--window", "5"))  # equal is enough: no error
-    watch._check(watch_args("--interval", "5"))  # the default window follows the interval
 
 
 def window_app(window: float | None, interval: float) -> ConsoleApp:
