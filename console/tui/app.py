@@ -11,7 +11,7 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.app import App
 from textual.binding import Binding
@@ -32,6 +32,9 @@ from console.tui.screens.help_screen import HelpScreen
 from console.tui.screens.overview_screen import OverviewScreen
 from console.tui.screens.plan_screen import PlanScreen
 from console.tui.widgets.console_header import HeaderInfo
+
+if TYPE_CHECKING:
+    from console.replay.controller import ReplayController
 
 # Follows the terminal's own 16-colour palette, which is what an SSH session has.
 DEFAULT_THEME = "ansi-dark"
@@ -87,7 +90,7 @@ class ConsoleApp(App):
         clock: Callable[[], float] = time.time,
         screenshot_dir: str | Path = ".",
         recorder: Any = None,
-        replay: Any = None,
+        replay: ReplayController | None = None,
     ) -> None:
         super().__init__()
         if not fleets:
