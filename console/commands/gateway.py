@@ -24,8 +24,10 @@ modes: pass (forward everything; the in-flight cap still holds if set), bounded_
 (in-flight cap per replica, one FIFO queue of at most max_queue with a deadline of
 max_wait_seconds: 429 when full, 503 past the deadline, both with Retry-After), hosted
 (past a queue threshold, new requests go to --hosted-url; only when prompts may leave),
-defer (requests with `x-capcon-class: deferrable` get 429 until off-peak, or wait in a
-batch queue released while the fleet has room; interactive traffic keeps the queue).
+defer (requests with `x-capcon-class: deferrable`, or bearing a client key listed in
+--deferrable-keys-env, get 429 until off-peak, or wait in a batch queue released while the
+fleet has room; interactive traffic keeps the queue). The plan's overflow section may name
+hosted_key_env, hosted_price_per_million and deferrable_keys_env; the options win over it.
 
 /metrics (Prometheus) on the main listener: requests by outcome and class, queue length
 and wait, in-flight per replica, Retry-After given, the mode, hosted tokens.
@@ -142,7 +144,15 @@ def add_parser(sub):
         help="the hosted model for a local one (or for all); repeat (default: the plan's hosted_model)",
     )
     parser.add_argument(
-        "--hosted-key-env", metavar="VAR", help="environment variable holding the hosted endpoint's API key"
+        "--hosted-key-env",
+        metavar="VAR",
+        help="environment variable holding the hosted endpoint's API key (default: the plan's overflow.hosted_key_env)",
+    )
+    parser.add_argument(
+        "--deferrable-keys-env",
+        metavar="VAR",
+        help="environment variable holding client API keys (comma-separated) whose requests are deferrable "
+        "(default: the plan's overflow.deferrable_keys_env)",
     )
     parser.add_argument(
         "--hosted-after-queue",
@@ -154,7 +164,8 @@ def add_parser(sub):
         "--hosted-price-per-million",
         type=_number(float, 0, 1e6),
         metavar="DOLLARS",
-        help="price of a million hosted tokens, for capcon_gateway_hosted_cost_dollars_total",
+        help="price of a million hosted tokens, for capcon_gateway_hosted_cost_dollars_total "
+        "(default: the plan's overflow.hosted_price_per_million)",
     )
     parser.add_argument(
         "--prompts-may-leave",
@@ -224,18 +235,36 @@ def add_parser(sub):
     return parser
 
 
-def _secret(variable: str, option: str, minimum: int = 1) -> str:
+def _secret(variable: str, option: str, minimum: int = 1, what: str = "the token") -> str:
     if not variable or not variable.replace("_", "").isalnum():
         raise UserError(f"{option} {variable!r}: expected the name of an environment variable")
     value = os.environ.get(variable, "")
     if not value.strip():
-        raise UserError(f"{option} {variable}: the variable is not set or empty; expected it to hold the token")
+        raise UserError(f"{option} {variable}: the variable is not set or empty; expected it to hold {what}")
     if len(value.strip()) < minimum:
         raise UserError(
             f"{option} {variable}: the token is shorter than {minimum} characters; expected a random "
             f"token such as `openssl rand -hex 16` gives"
         )
     return value.strip()
+
+
+def _from_option_or_plan(option_value, option: str, overflow, key: str) -> tuple[str | None, str]:
+    """The variable's name and what to call it in messages: the option's if given, else the plan's."""
+    if option_value:
+        return option_value, option
+    name = getattr(overflow, key, None) if overflow is not None else None
+    return name, f"the plan's overflow.{key}"
+
+
+def _deferrable_keys(variable: str, option: str) -> frozenset[bytes]:
+    """The digests of the keys listed in `variable`; the keys themselves are dropped here."""
+    from console.overflow.clients import key_digests
+
+    digests = key_digests(_secret(variable, option, what="client API keys separated by commas"))
+    if not digests:
+        raise UserError(f"{option} {variable}: the variable lists no key; expected client API keys separated by commas")
+    return digests
 
 
 def build_config(args):
@@ -342,11 +371,21 @@ def build_config(args):
         if not local or not remote:
             raise UserError(f"--hosted-model {text!r}: expected REMOTE or LOCAL=REMOTE")
         models[local] = remote
-    if (models or args.hosted_key_env) and not hosted_url:
+    overflow = plan.overflow if plan is not None else None
+    # The options win over the plan's overflow section.
+    key_env, key_option = _from_option_or_plan(args.hosted_key_env, "--hosted-key-env", overflow, "hosted_key_env")
+    if (models or key_env) and not hosted_url:
         raise UserError(
             "--hosted-model/--hosted-key-env: no hosted endpoint; expected --hosted-url (or the plan's hosted_url)"
         )
-    hosted_key = _secret(args.hosted_key_env, "--hosted-key-env") if args.hosted_key_env else None
+    hosted_key = _secret(key_env, key_option, what="the hosted endpoint's API key") if key_env else None
+    price = args.hosted_price_per_million
+    if price is None and overflow is not None:
+        price = overflow.hosted_price_per_million
+    deferrable_env, deferrable_option = _from_option_or_plan(
+        args.deferrable_keys_env, "--deferrable-keys-env", overflow, "deferrable_keys_env"
+    )
+    deferrable_keys = _deferrable_keys(deferrable_env, deferrable_option) if deferrable_env else frozenset()
     if policy.mode == "hosted":
         if not policy.hosted_allowed:
             raise UserError(
@@ -386,7 +425,8 @@ def build_config(args):
         hosted_url=hosted_url.rstrip("/") if hosted_url else None,
         hosted_models=models,
         hosted_key=hosted_key,
-        hosted_price_per_million=args.hosted_price_per_million,
+        hosted_price_per_million=price,
+        deferrable_keys=deferrable_keys,
         off_peak=off_peak,
         batch_release_share=args.batch_release_share,
         health_interval=args.health_interval,
@@ -450,6 +490,8 @@ async def _serve(config, loop_name: str = "asyncio") -> None:
             print(f"admin API on {gateway.admin_url}{where}: GET/PUT /admin/policy, GET /admin/state")
         else:
             print("admin API off (no --admin-token-env): the policy stays as started")
+        if config.deferrable_keys:
+            print(f"deferrable class: requests bearing one of {len(config.deferrable_keys)} client key(s)")
         print(f"metrics on {gateway.url}/metrics; event loop: {loop_name}")
         print("Ctrl+C stops it.", flush=True)
         await stop.wait()

@@ -34,6 +34,8 @@ class GatewayConfig:
     hosted_models: Mapping[str, str] = field(default_factory=dict)  # local model -> hosted model ("*": any)
     hosted_key: str | None = field(default=None, repr=False)
     hosted_price_per_million: float | None = None
+    # SHA-256 digests of the client API keys whose requests are deferrable (console/overflow/clients.py).
+    deferrable_keys: frozenset[bytes] = field(default_factory=frozenset, repr=False)
     off_peak: Callable[[float], float | None] | None = None  # now (epoch s) -> seconds to the next off-peak
     batch_release_share: float = 0.5  # held deferrable work goes to replicas under this share of the cap
     health_interval: float = 5.0

@@ -56,6 +56,7 @@ from console.overflow.admission import (
     shutting_down,
     timed_out,
 )
+from console.overflow.clients import is_deferrable_key
 from console.overflow.policy import MAX_QUEUE, Policy, PolicyError, as_json, in_force, parse_switch, summary
 from console.redact import redact, redact_url
 
@@ -589,6 +590,11 @@ class Gateway:
                 "interactive",
                 CLASS_HEADER,
             )
+        # The operator's list decides over the client's own header: a listed key's work is deferrable.
+        if kind == "interactive" and is_deferrable_key(
+            request.headers.get("Authorization"), self.config.deferrable_keys
+        ):
+            kind = "deferrable"
         if self.stopping:
             return self._refused(shutting_down(self._load()), kind, rid)
         limit = self.config.max_body_bytes

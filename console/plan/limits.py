@@ -97,6 +97,7 @@ LIMITS: dict[str, Limit] = {
     "lead_time_minutes": Limit(0.0, 24 * 60, "minutes"),  # loading a model takes minutes; a day is far past it
     "overflow.max_queue": Limit(1, 1_000_000, "requests", whole=True),
     "overflow.max_wait_seconds": Limit(0.0, 86_400, "seconds", low_open=True),
+    "overflow.hosted_price_per_million": Limit(0.0, 1e6, "dollars per million tokens"),
 }
 
 # Across fields.
@@ -106,6 +107,7 @@ MAX_PLAN_REPLICAS = 100_000  # ceil(peak / capacity): past this the plan describ
 # Text: names are shown in the report, the console and the history.
 MAX_NAME_LENGTH = 200
 MAX_NOTE_LENGTH = 2000
+MAX_ENV_NAME_LENGTH = 64  # an environment variable's name; past this it is more likely a key pasted in
 # The file: a plan is a few KB (the shipped ones 2-5 KB); YAML nests about 6 levels deep.
 MAX_PLAN_BYTES = 256 * 1024
 MAX_NESTING = 64

@@ -108,6 +108,10 @@ class Overflow:
     max_wait_seconds: float = 5.0
     hosted_model: str | None = None
     hosted_url: str | None = None
+    # Names of environment variables, never their values: a plan file is shared and recorded.
+    hosted_key_env: str | None = None  # the hosted endpoint's API key
+    hosted_price_per_million: float | None = None  # dollars per million hosted tokens
+    deferrable_keys_env: str | None = None  # client API keys (comma-separated) whose requests are deferrable
 
 
 @dataclass(frozen=True)

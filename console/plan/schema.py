@@ -25,6 +25,7 @@ from console.errors import UserError
 from console.plan import catalog
 from console.plan.limits import (
     LIMITS,
+    MAX_ENV_NAME_LENGTH,
     MAX_NAME_LENGTH,
     MAX_NESTING,
     MAX_NOTE_LENGTH,
@@ -513,10 +514,47 @@ def _fleet(f: _Field) -> FleetSource:
     )
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Prefixes of API keys as issued: such a value is a key pasted in place of its variable's name.
+_KEY_PREFIXES = ("sk-", "sk_live_", "sk_test_", "rk_live_", "rk_test_")
+
+
+def _env_name(f: _Field) -> str:
+    """The name of an environment variable holding a secret; a value that may be the secret is refused unshown."""
+    expected = (
+        "the NAME of an environment variable, such as HOSTED_API_KEY; put the key itself in the "
+        "environment, never in the plan"
+    )
+    # The value is never echoed: what is refused here may be a key.
+    try:
+        value = f.text()
+    except PlanError:
+        raise f.fail("not text (not shown)", expected) from None
+    if value.strip().startswith(_KEY_PREFIXES) or value.strip().lower().startswith("bearer "):
+        raise f.fail("the value looks like an API key (not shown)", expected)
+    if len(value) > MAX_ENV_NAME_LENGTH:
+        raise f.fail(f"{len(value):,} characters, longer than a variable name (not shown)", expected)
+    if not _ENV_NAME.fullmatch(value):
+        raise f.fail(f"not a variable name ({len(value):,} characters, not shown)", expected)
+    return value
+
+
+_OVERFLOW_KEYS = (
+    "mode",
+    "max_queue",
+    "max_wait_seconds",
+    "hosted_model",
+    "hosted_url",
+    "hosted_key_env",
+    "hosted_price_per_million",
+    "deferrable_keys_env",
+)
+
+
 def _overflow(f: _Field | None, data: DataRules) -> Overflow:
     if f is None:
         return Overflow()
-    o = f.mapping((), ("mode", "max_queue", "max_wait_seconds", "hosted_model", "hosted_url"))
+    o = f.mapping((), _OVERFLOW_KEYS)
     overflow = Overflow(
         mode=o["mode"].choice(OVERFLOW_MODES) if "mode" in o else "bounded_queue",
         max_queue=o["max_queue"].integer(LIMITS["overflow.max_queue"]) if "max_queue" in o else Overflow.max_queue,
@@ -527,7 +565,18 @@ def _overflow(f: _Field | None, data: DataRules) -> Overflow:
         ),
         hosted_model=o["hosted_model"].name() if "hosted_model" in o else None,
         hosted_url=_url(o["hosted_url"]) if "hosted_url" in o else None,
+        hosted_key_env=_env_name(o["hosted_key_env"]) if "hosted_key_env" in o else None,
+        hosted_price_per_million=(
+            o["hosted_price_per_million"].number(LIMITS["overflow.hosted_price_per_million"])
+            if "hosted_price_per_million" in o
+            else None
+        ),
+        deferrable_keys_env=_env_name(o["deferrable_keys_env"]) if "deferrable_keys_env" in o else None,
     )
+    if overflow.hosted_url is None:
+        for key in ("hosted_key_env", "hosted_price_per_million"):
+            if key in o:
+                raise o[key].fail(f"{key} without hosted_url", "hosted_url for the hosted endpoint as well")
     if overflow.mode == "hosted":
         if not data.prompts_may_leave:
             raise o["mode"].fail(

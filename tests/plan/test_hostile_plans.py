@@ -92,7 +92,16 @@ FULL_PLAN = {
     "redundancy": 1,
     "lead_time_minutes": 10,
     "data": {"prompts_may_leave": True, "location": "EU"},
-    "overflow": {"mode": "bounded_queue", "max_queue": 32, "max_wait_seconds": 3},
+    "overflow": {
+        "mode": "bounded_queue",
+        "max_queue": 32,
+        "max_wait_seconds": 3,
+        "hosted_model": "big",
+        "hosted_url": "https://api.example.com/v1",
+        "hosted_key_env": "HOSTED_API_KEY",
+        "hosted_price_per_million": 2.5,
+        "deferrable_keys_env": "BATCH_CLIENT_KEYS",
+    },
 }
 
 
