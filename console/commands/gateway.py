@@ -14,7 +14,7 @@ from console.errors import UserError
 
 DESCRIPTION = """\
 An OpenAI-compatible gateway in front of a fleet's replicas (the plan's fleet.targets,
-or --target). It proxies /v1/completions and /v1/chat/completions (streams passed on
+--target, or the instances Prometheus names for the plan's fleet.selector). It proxies /v1/completions and /v1/chat/completions (streams passed on
 chunk by chunk), /v1/models and /health, sends each request to the healthy replica with
 the fewest requests in flight, and enforces the overflow policy: the plan's overflow
 section at start, switched at runtime through the admin API (PUT /admin/policy), with an
@@ -204,6 +204,14 @@ def add_parser(sub):
         help="seconds between health checks of every replica (default 5)",
     )
     parser.add_argument(
+        "--discover-every",
+        type=_number(float, 0.1, 3600),
+        default=15.0,
+        metavar="SECONDS",
+        help="a plan whose fleet is read through Prometheus: seconds between asking it for the replicas "
+        "(up{selector}'s instances; default 15)",
+    )
+    parser.add_argument(
         "--drain-timeout",
         type=_number(float, 0, 3600),
         default=30.0,
@@ -283,14 +291,12 @@ def build_config(args):
             "decides where prompts may go"
         )
     texts = list(args.target)
+    prometheus_url, selector = None, ""
     if not texts and plan is not None and plan.fleet is not None:
         if plan.fleet.prometheus_url and not plan.fleet.targets:
-            raise UserError(
-                f"{args.plan}: the plan's fleet is read through Prometheus; expected --target URL for "
-                "each replica the gateway sends requests to"
-            )
+            prometheus_url, selector = _discovery_source(args.plan, plan.fleet.prometheus_url, plan.fleet.selector)
         texts = list(plan.fleet.targets)
-    if not texts:
+    if not texts and not prometheus_url:
         raise UserError("no replicas: expected --target URL (repeat for each replica) or a plan with fleet.targets")
     targets = []
     for text in texts:
@@ -317,7 +323,7 @@ def build_config(args):
 
     instances = args.instances
     if plan is not None:
-        policy = cfg.policy_from_plan(plan, len(targets), instances)
+        policy = cfg.policy_from_plan(plan, len(targets) or _planned_replicas(plan), instances)
         cap = args.max_inflight or cfg.planned_cap_from_plan(plan, instances)
     else:
         policy = Policy(
@@ -436,7 +442,34 @@ def build_config(args):
         upstream_timeout=args.upstream_timeout,
         fleet_name=fleet,
         history=history,
+        prometheus_url=prometheus_url,
+        selector=selector,
+        discover_every=args.discover_every,
+        discovery_timeout=min(5.0, max(1.0, args.discover_every)),
     )
+
+
+def _discovery_source(plan_path: str, url: str, selector: str) -> tuple[str, str]:
+    """The plan's Prometheus URL and selector, checked; the replicas are asked of it at run time."""
+    from console.sources.promql import selector_matchers
+    from console.targets import checked_url, masked_target
+
+    try:
+        checked = checked_url(url)
+    except ValueError as problem:
+        raise UserError(f"{plan_path}: fleet.prometheus_url {masked_target(url)!r}: {problem}") from None
+    try:
+        selector_matchers(selector)
+    except UserError as problem:
+        raise UserError(f"{plan_path}: fleet.selector: {problem}") from None
+    return checked, selector
+
+
+def _planned_replicas(plan) -> int:
+    """Replicas the plan sizes for (with its spare): the queue's bound before Prometheus names the real ones."""
+    from console.plan.sizing import size
+
+    return max(1, size(plan).replicas_with_redundancy)
 
 
 def _setup_logging() -> None:
@@ -453,6 +486,7 @@ async def _serve(config, loop_name: str = "asyncio") -> None:
     from console.gateway.config import is_loopback
     from console.gateway.server import Gateway
     from console.overflow.policy import summary
+    from console.redact import redact_url
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -477,9 +511,17 @@ async def _serve(config, loop_name: str = "asyncio") -> None:
                 f"cannot listen: {error.strerror or error}; expected a free port for --listen and --admin (or port 0)"
             ) from None
         policy = gateway.policy()
-        print(f"capcon gateway: listening on {gateway.url} in front of {len(config.targets)} replica(s):")
+        print(f"capcon gateway: listening on {gateway.url} in front of {len(gateway.replicas)} replica(s):")
         for replica in gateway.replicas:
-            print(f"  {replica.url}  {'healthy' if replica.healthy else 'NOT ANSWERING: ' + replica.problem}")
+            print(
+                f"  {redact_url(replica.url)}  {'healthy' if replica.healthy else 'NOT ANSWERING: ' + replica.problem}"
+            )
+        if gateway.discovery is not None:
+            found = gateway.discovery.state
+            print(
+                f"replicas from {found.source}, asked every {config.discover_every:g} s"
+                + ("; none yet: requests get 503 until Prometheus names them" if not gateway.replicas else "")
+            )
         cap = config.planned_cap
         print(
             f"policy: {policy.mode} ({policy.reason}): {summary(policy)}"

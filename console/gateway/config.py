@@ -45,6 +45,11 @@ class GatewayConfig:
     connect_timeout: float = 3.0
     upstream_timeout: float = 600.0  # longest silence from a replica inside one answer
     fleet_name: str = "gateway"
+    # Replicas named by Prometheus instead of `targets` (console/gateway/discovery.py); the URL may hold a password.
+    prometheus_url: str | None = field(default=None, repr=False)
+    selector: str = ""  # PromQL label matchers, as the plan's fleet.selector
+    discover_every: float = 15.0
+    discovery_timeout: float = 5.0
     history: object | None = None  # a history.SwitchHistory, or None
 
 

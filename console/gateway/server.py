@@ -17,6 +17,10 @@ now. The answer is carried out here:
   the client, the request is decided again under the bounded queue.
 - Refuse: an OpenAI-style error with Retry-After, at once.
 
+The replica set may change at run time (a Prometheus-sourced fleet, `set_replicas`): in one
+synchronous step, so a decision sees the old set or the new, never half of each; a replica that
+leaves keeps the leases it holds until they end and takes no new one.
+
 Every request gets exactly one answer: each handler returns one response, and a queued request's
 future is resolved once (granted, timed out or shut down), whichever comes first.
 """
@@ -28,6 +32,7 @@ import hmac
 import itertools
 import json
 import logging
+import math
 import time
 import uuid
 from collections import OrderedDict
@@ -39,6 +44,7 @@ from aiohttp import web
 
 from console.gateway import answers
 from console.gateway.config import GatewayConfig
+from console.gateway.discovery import Discovery, DiscoveryError
 from console.gateway.drain import DrainMeter
 from console.gateway.telemetry import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from console.gateway.telemetry import OUTCOMES, Telemetry
@@ -59,6 +65,7 @@ from console.overflow.admission import (
 from console.overflow.clients import is_deferrable_key
 from console.overflow.policy import MAX_QUEUE, Policy, PolicyError, as_json, in_force, parse_switch, summary
 from console.redact import redact, redact_url
+from console.text import printable
 
 log = logging.getLogger("capcon.gateway")
 
@@ -83,7 +90,18 @@ REFUSAL_OUTCOMES = {
 class Replica:
     """One replica as the gateway sees it: address, leases held, health, models served."""
 
-    __slots__ = ("answered", "checks", "healthy", "in_flight", "models", "name", "problem", "refused", "url")
+    __slots__ = (
+        "answered",
+        "checks",
+        "healthy",
+        "in_flight",
+        "models",
+        "name",
+        "problem",
+        "refused",
+        "retiring",
+        "url",
+    )
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -96,6 +114,7 @@ class Replica:
         self.answered = 0
         self.refused = 0
         self.problem = ""
+        self.retiring = False  # gone from the fleet's list: no new leases, the ones held run out
 
 
 class _Granted:
@@ -124,7 +143,7 @@ def _iso(at: float) -> str:
 
 class Gateway:
     def __init__(self, config: GatewayConfig, clock=time.time) -> None:
-        if not config.targets:
+        if not config.targets and not config.prometheus_url:
             raise ValueError("a gateway needs at least one replica")
         if config.plan_policy.mode == "hosted" and not config.hosted_url:
             raise ValueError("hosted mode without a hosted endpoint")
@@ -134,15 +153,24 @@ class Gateway:
         if not self.plan_policy.set_at:
             self.plan_policy = replace(self.plan_policy, set_at=clock())
         self.current = self.plan_policy
-        unique = list(dict.fromkeys(config.targets))
-        self.replicas = [Replica(url) for url in unique]
-        # Two addresses that differ only by a secret read alike once redacted: number them, as the sources do.
-        seen: dict[str, int] = {}
-        for replica in self.replicas:
-            seen[replica.name] = seen.get(replica.name, 0) + 1
-            if seen[replica.name] > 1:
-                replica.name = f"{replica.name}#{seen[replica.name]}"
-        self._by_name = {r.name: r for r in self.replicas}
+        self.telemetry = Telemetry(
+            [],  # each replica's series are added as it is named (_named)
+            queue_length=lambda q: len(self.queue if q == "interactive" else self.batch),
+            in_flight=lambda name: self._by_name[name].in_flight,
+            healthy=lambda name: self._by_name[name].healthy,
+        )
+        self.replicas: list[Replica] = []
+        # Replicas gone from the list with leases still held: kept until their last answer ends.
+        self.retiring: list[Replica] = []
+        self._by_name: dict[str, Replica] = {}
+        for url in dict.fromkeys(config.targets):
+            self._named(Replica(url))
+        self.replicas = list(self._by_name.values())
+        self.discovery: Discovery | None = None
+        if config.prometheus_url:
+            self.discovery = Discovery(config.prometheus_url, config.selector, config.discovery_timeout)
+        self._discovery_task: asyncio.Task | None = None
+        self._discovery_failing = False
         self.models: frozenset[str] = frozenset()
         self.queue: OrderedDict[int, _Waiter] = OrderedDict()
         self.batch: OrderedDict[int, _Waiter] = OrderedDict()
@@ -151,12 +179,6 @@ class Gateway:
         self.hosted_usage = {"prompt_tokens": 0, "completion_tokens": 0}
         self.switches = 0
         self.stopping = False
-        self.telemetry = Telemetry(
-            [r.name for r in self.replicas],
-            queue_length=lambda q: len(self.queue if q == "interactive" else self.batch),
-            in_flight=lambda name: self._by_name[name].in_flight,
-            healthy=lambda name: self._by_name[name].healthy,
-        )
         self.telemetry.policy(self.current)
         self.url = ""
         self.admin_url = ""
@@ -196,6 +218,8 @@ class Gateway:
                 ),
             )
         try:
+            if self.discovery is not None:
+                await self._discover()
             await self._check_all()
             self._runner = web.AppRunner(
                 self._main_app(), access_log=None, handle_signals=False, shutdown_timeout=1.0, handler_cancellation=True
@@ -218,6 +242,8 @@ class Gateway:
             await self._close_all()
             raise
         self._health_task = asyncio.create_task(self._health_loop(), name="capcon-gateway-health")
+        if self.discovery is not None:
+            self._discovery_task = asyncio.create_task(self._discovery_loop(), name="capcon-gateway-discovery")
         self._arm_expiry()
 
     async def stop(self, drain_timeout: float | None = None) -> None:
@@ -257,12 +283,15 @@ class Gateway:
         self._closed = True
         if self._expiry is not None:
             self._expiry.cancel()
-        if self._health_task is not None:
-            self._health_task.cancel()
-            try:
-                await self._health_task
-            except asyncio.CancelledError:
-                pass
+        for task in (self._health_task, self._discovery_task):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        if self.discovery is not None:
+            await self.discovery.aclose()
         for runner in (self._runner, self._admin_runner):
             if runner is not None:
                 await runner.cleanup()
@@ -276,7 +305,7 @@ class Gateway:
     # ------------------------------------------------------------------ load and leases
 
     def in_flight(self) -> int:
-        return sum(r.in_flight for r in self.replicas)
+        return sum(r.in_flight for r in self.replicas) + sum(r.in_flight for r in self.retiring)
 
     def _replica_load(self) -> Load:
         return Load(tuple(ReplicaLoad(r.name, r.in_flight, r.healthy) for r in self.replicas))
@@ -301,6 +330,8 @@ class Gateway:
 
     def _end_lease(self, replica: Replica, reached: bool) -> None:
         replica.in_flight -= 1
+        if replica.retiring and replica.in_flight == 0:
+            self._forget(replica)
         if reached:
             self._drain.completed(self._loop.time())
         self._pump()
@@ -480,6 +511,116 @@ class Gateway:
         if self.policy().expires_at is not None:
             self._arm_expiry()  # woken early (a clock step): wait again
 
+    # ------------------------------------------------------------------ the replica set
+
+    def _named(self, replica: Replica) -> Replica:
+        """Give `replica` a name no other replica (current or retiring) has, and index it by that name."""
+        base = replica.name
+        number = 1
+        # Two addresses that differ only by a secret read alike once redacted: number them, as the sources do.
+        while replica.name in self._by_name:
+            number += 1
+            replica.name = f"{base}#{number}"
+        self._by_name[replica.name] = replica
+        self.telemetry.replica_added(replica.name)
+        return replica
+
+    def _forget(self, replica: Replica) -> None:
+        if replica in self.retiring:
+            self.retiring.remove(replica)
+        if self._by_name.get(replica.name) is replica:
+            del self._by_name[replica.name]
+            self.telemetry.replica_removed(replica.name)
+
+    def set_replicas(self, urls: list[str], checked: dict[str, Replica] | None = None) -> tuple[list[str], list[str]]:
+        """Make `urls` the fleet: new ones join the rotation, missing ones retire. Names (joined, left).
+
+        Synchronous, so no arrival sees half a change. A replica kept is the same object, leases and
+        all; one that retires stays reachable by the handlers holding its leases (they end them on the
+        object) and takes no new lease, since admission only sees `self.replicas`.
+        """
+        wanted = list(dict.fromkeys(urls))
+        current = {r.url: r for r in self.replicas}
+        retiring = {r.url: r for r in self.retiring}
+        joined, left = [], []
+        replicas = []
+        for url in wanted:
+            replica = current.get(url) or retiring.get(url)
+            if replica is None:
+                replica = self._named((checked or {}).get(url) or Replica(url))
+                joined.append(replica.name)
+            elif replica.retiring:
+                replica.retiring = False
+                self.retiring.remove(replica)
+                joined.append(replica.name)
+            replicas.append(replica)
+        keep = set(wanted)
+        for replica in self.replicas:
+            if replica.url in keep:
+                continue
+            left.append(replica.name)
+            replica.retiring = True
+            if replica.in_flight > 0:
+                self.retiring.append(replica)
+            else:
+                self._forget(replica)
+        self.replicas = replicas
+        self.models = frozenset().union(*(r.models for r in replicas))
+        if joined:
+            self._pump()
+        return joined, left
+
+    async def _discover(self) -> None:
+        """One round: ask Prometheus, check the newcomers' health, then swap the set in one step."""
+        discovery = self.discovery
+        try:
+            urls = await discovery.replica_urls(self.clock())
+        except DiscoveryError as problem:
+            discovery.failed(str(problem))
+            if not self._discovery_failing:
+                self._discovery_failing = True
+                if self.replicas or self.retiring:
+                    log.warning(
+                        "replica discovery failed: %s; keeping the %d replica(s) known (tried every %g s)",
+                        discovery.state.last_error,
+                        len(self.replicas),
+                        self.config.discover_every,
+                    )
+                else:
+                    log.warning(
+                        "waiting for Prometheus to name the fleet's replicas (%s): %s; requests get 503 until then "
+                        "(tried every %g s)",
+                        discovery.query,
+                        discovery.state.last_error,
+                        self.config.discover_every,
+                    )
+            return
+        known = {r.url for r in self.replicas}
+        newcomers = {url: Replica(url) for url in urls if url not in known}
+        await asyncio.gather(*(self._check(r, quiet=True) for r in newcomers.values()))
+        if self._closed:
+            return
+        joined, left = self.set_replicas(urls, newcomers)
+        discovery.succeeded(len(self.replicas), self.clock())
+        if self._discovery_failing:
+            self._discovery_failing = False
+            log.info("%s answers again: %d replica(s)", discovery.state.source, len(self.replicas))
+        if joined:
+            log.info("replica(s) joined from Prometheus: %s", ", ".join(printable(n) for n in joined))
+        if left:
+            log.info(
+                "replica(s) gone from Prometheus, taking no new requests (in-flight ones finish): %s",
+                ", ".join(printable(n) for n in left),
+            )
+
+    async def _discovery_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.discover_every)
+            try:
+                await self._discover()
+            except Exception:  # a round must never end the discovering (logged, so BLE001 is content)
+                log.exception("replica discovery round failed")
+
     # ------------------------------------------------------------------ health
 
     async def _health_loop(self) -> None:
@@ -495,7 +636,7 @@ class Gateway:
         models = frozenset().union(*(r.models for r in self.replicas))
         self.models = models
 
-    async def _check(self, replica: Replica) -> None:
+    async def _check(self, replica: Replica, quiet: bool = False) -> None:
         timeout = aiohttp.ClientTimeout(total=self.config.health_timeout)
         problem = ""
         try:
@@ -513,6 +654,9 @@ class Gateway:
         except (TimeoutError, aiohttp.ClientError, OSError, ValueError, AttributeError) as error:
             problem = _problem(error)
         replica.checks += 1
+        if quiet:  # a newcomer, not yet in the rotation: nothing to announce
+            replica.healthy, replica.problem = not problem, problem
+            return
         self._set_health(replica, not problem, problem)
 
     def _set_health(self, replica: Replica, healthy: bool, problem: str) -> None:
@@ -635,6 +779,13 @@ class Gateway:
         decision = admit(policy, self._load(kind), kind, loop.time(), cap)
         if type(decision) is Forward:
             decision = _Granted(self._lease(decision.replica))
+        elif type(decision) is Refuse and not self.replicas and self.discovery is not None:
+            decision = Refuse(
+                503,
+                "no_replica_available",
+                f"no replicas yet: waiting for {self.discovery.state.source} to name them",
+                max(1, math.ceil(self.config.discover_every)),
+            )
         refused_connections = 0
         while True:
             if type(decision) is _Granted:
@@ -1025,7 +1176,7 @@ class Gateway:
             "replicas": [
                 {
                     "name": r.name,
-                    "url": r.url,
+                    "url": redact_url(r.url),  # credentials stay in the gateway
                     "healthy": r.healthy,
                     "in_flight": r.in_flight,
                     "answered": r.answered,
@@ -1041,6 +1192,8 @@ class Gateway:
             "hosted_usage": dict(self.hosted_usage),
             "switches": self.switches,
             "stopping": self.stopping,
+            "retiring": [{"name": r.name, "in_flight": r.in_flight} for r in self.retiring],
+            "discovery": self.discovery.state.as_json() if self.discovery is not None else None,
         }
 
 

@@ -81,9 +81,9 @@ class Telemetry:
             ("replica",),
             registry=registry,
         )
+        self._flight, self._up, self._in_flight, self._healthy = flight, up, in_flight, healthy
         for name in replicas:
-            flight.labels(name).set_function(lambda name=name: in_flight(name))
-            up.labels(name).set_function(lambda name=name: 1.0 if healthy(name) else 0.0)
+            self.replica_added(name)
         self._retry = Histogram(
             "capcon_gateway_retry_after_seconds",
             "Retry-After given to refused requests.",
@@ -104,6 +104,19 @@ class Telemetry:
             "capcon_gateway_hosted_cost_dollars", "Hosted tokens at the configured price.", registry=registry
         )
         self._switches = Counter("capcon_gateway_policy_switches", "Policy switches applied.", registry=registry)
+
+    def replica_added(self, name: str) -> None:
+        in_flight, healthy = self._in_flight, self._healthy
+        self._flight.labels(name).set_function(lambda: in_flight(name))
+        self._up.labels(name).set_function(lambda: 1.0 if healthy(name) else 0.0)
+
+    def replica_removed(self, name: str) -> None:
+        """A replica gone from the fleet (its last lease ended): its series go with it."""
+        for gauge in (self._flight, self._up):
+            try:
+                gauge.remove(name)
+            except KeyError:
+                pass
 
     def answered(self, outcome: str, request_class: str) -> None:
         self._requests[(outcome, request_class)].inc()

@@ -67,6 +67,10 @@ class AnswerError(Exception):
     """An answer that cannot be read as Prometheus' (the words say why); a source error."""
 
 
+class QueryError(Exception):
+    """An instant query that gave no rows (unreachable, refused, too slow, not a vector); the words are redacted."""
+
+
 class _Refused(Exception):
     """Prometheus (or a proxy) answered, but not with a result: an HTTP error or an error status."""
 
@@ -169,6 +173,32 @@ class PrometheusSource:
         session = getattr(self._client, "_session", None)
         if session is not None:
             session.close()
+
+    async def instant_vector(self, query: str, now: float, purpose: str = "instant") -> list[tuple[dict, float | None]]:
+        """One instant query's (labels, value) rows, read as `collect` reads its answers.
+
+        The same bounds: one deadline (`timeout`), `max_answer_bytes` decompressed, the answer's
+        shape checked as a whole. Any failure is a QueryError whose words are already redacted.
+        """
+        try:
+            if self._bad_url:
+                raise AnswerError(self._bad_url)
+            async with asyncio.timeout(self.timeout):
+                if self._client is not None:
+                    result: object = await asyncio.to_thread(
+                        self._client.custom_query, query, params={"time": f"{now:.3f}"}, timeout=self.timeout
+                    )
+                else:
+                    body = await self._read(self._session(), query, now, _Budget(self.max_answer_bytes))
+                    result = _result(purpose, body)
+            return [(dict(labels), value) for labels, value in _rows(purpose, result)]
+        except TimeoutError:
+            detail = f"no answer within {self.timeout:g} s"
+        except (AnswerError, _Refused) as problem:
+            detail = str(problem)
+        except Exception as error:  # noqa: BLE001 - any client fault is a state of the source
+            detail = describe_error(error)
+        raise QueryError(f"Prometheus at {self.url}: {self._redact(detail)}")
 
     # --- reading ---------------------------------------------------------------------------
 

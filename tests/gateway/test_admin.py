@@ -138,3 +138,13 @@ async def test_an_expired_switch_returns_to_the_plans_policy_by_itself(session, 
     assert "max_queue" in first.detail["parameters"] and first.detail["expires_at"] > first.at
     assert second.detail["expired"] is True and second.detail["to"] == "bounded_queue"
     assert TOKEN.encode() not in db.read_bytes()
+
+
+async def test_the_state_never_shows_a_replica_urls_credentials(session):
+    async with sim_fleet(1) as fleet:
+        secret = "hunter2-replica-password"
+        with_secret = [url.replace("http://", f"http://ops:{secret}@") + f"?token={secret}" for url in fleet.urls]
+        async with gateway(with_secret) as server:
+            shown = await state(session, server)
+    assert len(shown["replicas"]) == 1
+    assert secret not in str(shown)  # neither the password nor the token, in names or URLs
