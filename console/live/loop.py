@@ -29,6 +29,10 @@ class Cadence:
         """Start the next poll now instead of at the end of the wait."""
         self._wake.set()
 
+    def forget_wakes(self) -> None:
+        """Called as a poll starts: a wake from now on (a "poll now" during this poll) is not lost."""
+        self._wake.clear()
+
     def stop(self) -> None:
         self.stopped = True
         self._wake.set()
@@ -51,7 +55,7 @@ async def poll_loop(
     """Poll `feed`'s fleet until the cadence stops, or `polls` polls have been made (`watch --once`)."""
     made = 0
     while not cadence.stopped:
-        cadence._wake.clear()  # before polling, so a "poll now" during this poll is not lost
+        cadence.forget_wakes()
         if not cadence.paused:
             try:
                 poll = await feed.handle.watcher.poll()
