@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from console.plan.schema import load_plan
+from console.plan.sizing import size
 from console.sim import offline
 from console.sim.engine import Engine
 from console.sim.metrics import VllmMetrics
@@ -69,12 +70,7 @@ def test_the_run_obeys_littles_law_and_the_step_formula():
 
 
 def planner_expected_stream_rate(plan) -> float:
-    """The planner's expected per-stream rate, or METHOD §4's own arithmetic when the planner is absent."""
-    try:
-        from console.plan.sizing import size
-    except ImportError:
-        # 35 GB of weights + about 27 GB of KV per GPU at 2 TB/s x efficiency (METHOD §4).
-        return 1 / ((35e9 + 27e9) / (2e12 * plan.replica.bandwidth_efficiency))
+    """The planner's expected per-stream rate."""
     return size(plan).expected_stream_tokens_per_second
 
 

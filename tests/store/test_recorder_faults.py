@@ -253,9 +253,6 @@ def test_a_failing_retention_is_shown_while_the_polls_still_land(tmp_path, polls
 
 
 def test_the_real_retention_rolls_up_old_raw_polls_when_recording_starts(tmp_path, polls):
-    if not hasattr(retention_module, "apply_retention"):
-        print("console.store.retention has no apply_retention in this build")
-        pytest.skip("console.store.retention has no apply_retention in this build")
     path = tmp_path / "history.sqlite"
     store = Store.open(path)
     now = time.time()
