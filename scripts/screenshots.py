@@ -106,7 +106,7 @@ async def shoot_replay(history: Path, fleet: str, out: Path) -> Path:
             await run_for(pilot, 2)
             return Path(app.save_screenshot("replay-120x40.svg", str(out)))
     finally:
-        app.replay.replay.close()
+        app.driver.controller.replay.close()
 
 
 def main() -> int:
