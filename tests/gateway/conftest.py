@@ -54,6 +54,13 @@ class Answer:
     body: bytes
     chunks: int = 0  # SSE data events (streams)
     done: bool = False  # the stream ended with [DONE]
+    sent_at: float = 0.0  # the event loop's clock, just before the request went out
+    first_at: float | None = None  # the first SSE data event (streams)
+    ended_at: float = 0.0  # the answer read whole, or the stream's end
+
+    @property
+    def ttft(self) -> float | None:
+        return None if self.first_at is None else self.first_at - self.sent_at
 
     @property
     def error(self) -> dict | None:
@@ -70,6 +77,8 @@ async def send(
     """One request with its own x-request-id; never raises for a refused or broken answer."""
     rid = f"req-{next(_ids)}"
     head = {"x-request-id": rid, **(headers or {})}
+    clock = asyncio.get_running_loop().time
+    sent_at, first_at = clock(), None
     try:
         async with session.post(url + path, json=body, headers=head) as response:
             chunks, done, raw = 0, False, b""
@@ -79,11 +88,12 @@ async def send(
                         done = True
                     elif line.startswith(b"data:"):
                         chunks += 1
+                        first_at = first_at or clock()
             else:
                 raw = await response.read()
-            return Answer(rid, response.status, response.headers.copy(), raw, chunks, done)
+            return Answer(rid, response.status, response.headers.copy(), raw, chunks, done, sent_at, first_at, clock())
     except (TimeoutError, aiohttp.ClientError) as error:
-        return Answer(rid, -1, {}, str(error).encode())
+        return Answer(rid, -1, {}, str(error).encode(), sent_at=sent_at, ended_at=clock())
 
 
 def metric_values(text: str) -> dict[tuple[str, tuple], float]:

@@ -185,7 +185,7 @@ async def test_switches_between_all_modes_under_load_give_every_request_exactly_
         loop = asyncio.get_running_loop()
         switching = asyncio.create_task(switcher())
         tasks, end = [], loop.time() + 7.0
-        while loop.time() < end:
+        while loop.time() < end or len(applied) < 21:  # 20 switches at least, every mode three times
             headers = {"x-capcon-class": "deferrable"} if rng.random() < 0.2 else None
             body = completion(max_tokens=6, stream=rng.random() < 0.4)
             tasks.append(asyncio.create_task(send(session, server.url, body, headers)))
@@ -195,7 +195,7 @@ async def test_switches_between_all_modes_under_load_give_every_request_exactly_
         await switch(session, server, mode="pass")  # release whatever is still held
         answers = await asyncio.gather(*tasks)
 
-        assert len(applied) >= 15 and set(applied) == {200}
+        assert len(applied) >= 21 and set(applied) == {200}
         assert len(answers) == len(tasks)
         assert len({a.request_id for a in answers}) == len(answers)
         assert all(a.status != -1 for a in answers), [a.body for a in answers if a.status == -1][:3]
