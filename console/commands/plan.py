@@ -6,8 +6,14 @@ import argparse
 import json
 import os
 import sys
+import time
+from urllib.parse import urlsplit
 
+import yaml
+
+from console.errors import UserError
 from console.plan import catalog
+from console.plan.keda import DAY_NAMES, reactive_shortfall, scaled_object, schedule_document
 from console.plan.report import render, to_json
 from console.plan.schedule import schedule
 from console.plan.schema import load_plan
@@ -40,7 +46,9 @@ EPILOG = (
     "  capcon plan plans/assistant-70b.yaml\n"
     "  capcon plan plans/*.yaml                            # one report per plan\n"
     "  capcon plan plans/internal-assistant-18rps.yaml --schedule\n"
-    "  capcon plan plans/chat-8b-l40s.yaml --schedule --json | jq .replicas_by_hour"
+    "  capcon plan plans/chat-8b-l40s.yaml --schedule --json | jq .replicas_by_hour\n"
+    "  capcon plan plans/internal-assistant-18rps.yaml --schedule --format keda --prometheus http://prometheus:9090\n"
+    "  capcon plan plans/internal-assistant-18rps.yaml --schedule --format json   # for an HPA script or Terraform"
 )
 
 
@@ -76,11 +84,65 @@ def add_parser(sub):
             '{"plans": [one object per file, with plan and plan_file]}, as watch --once --json does with several plans'
         ),
     )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help=(
+            "with --schedule: text (default, the report); keda, a KEDA ScaledObject whose cron triggers run the "
+            "schedule in the plan's time zone (lead time and N+1 included) plus a Prometheus trigger adding replicas "
+            "above the plan (reads the rules of `capcon rules`); json, the schedule alone for other tools"
+        ),
+    )
+    parser.add_argument(
+        "--prometheus",
+        default=None,
+        metavar="URL",
+        help="with --format keda: the Prometheus the trigger queries (default: the plan's fleet.prometheus_url)",
+    )
+    parser.add_argument(
+        "--deployment",
+        default=None,
+        metavar="NAME",
+        help="with --format keda: the Deployment to scale (default: the plan's name as a Kubernetes name)",
+    )
+    parser.add_argument(
+        "--max-replicas",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --format keda: maxReplicaCount (default: the schedule's peak; more leaves the Prometheus trigger room)",
+    )
     parser.set_defaults(run=run)
     return parser
 
 
+FORMATS = ("text", "json", "keda")
+
+
+def _check_format(args) -> None:
+    if args.format == "text":
+        for option, value in (("--prometheus", args.prometheus), ("--deployment", args.deployment)):
+            if value is not None:
+                raise UserError(f"{option}: only with --format keda")
+        if args.max_replicas is not None:
+            raise UserError("--max-replicas: only with --format keda")
+        return
+    if not args.schedule:
+        raise UserError(f"--format {args.format}: needs --schedule (it formats the week's schedule)")
+    if args.json:
+        raise UserError(f"--format {args.format} with --json: choose one (--json is the whole report as JSON)")
+    if args.format == "json" and (args.prometheus or args.deployment or args.max_replicas is not None):
+        raise UserError("--prometheus, --deployment and --max-replicas: only with --format keda")
+    if args.max_replicas is not None and not 1 <= args.max_replicas <= 100_000:
+        raise UserError(f"--max-replicas {args.max_replicas}: expected a whole number from 1 to 100000")
+
+
 def run(args) -> int:
+    _check_format(args)
+    if args.format != "text":
+        _write(_exported(args))
+        return 0
     # Every file is loaded and sized before anything is printed: a bad one among several stops
     # the run with its file:line message and exit 2, and no script reads half a report.
     reports = [_report(path, args.schedule) for path in args.file]
@@ -106,7 +168,75 @@ def _report(path: str, with_schedule: bool):
     plan = load_plan(path)
     sizing = size(plan)
     week = schedule(plan) if with_schedule else None
-    return path, sizing, to_json(sizing, week), render(sizing, week, path)
+    figures = to_json(sizing, week)
+    text = render(sizing, week, path)
+    if week is not None:
+        shortfall = reactive_shortfall(week)
+        figures["reactive_shortfall"] = {
+            "minutes_week": shortfall.minutes_week,
+            "replica_minutes_week": shortfall.replica_minutes_week,
+            "worst_day": DAY_NAMES[shortfall.worst_day],
+            "worst_day_minutes": shortfall.worst_day_minutes,
+        }
+        text += _reactive_words(shortfall, week.lead_time_seconds)
+    return path, sizing, figures, text
+
+
+def _reactive_words(shortfall, lead_time_seconds: float) -> str:
+    lead = f"{lead_time_seconds / 60:g} min"
+    if not shortfall.minutes_week:
+        return "Against reactive scaling (scale-ups started when the queue builds): nothing lost, no scale-ups.\n"
+    return (
+        f"Against reactive scaling (scale-ups started when the queue builds, each serving {lead} late): "
+        f"{shortfall.minutes_week:,} min a week with too few replicas ({shortfall.replica_minutes_week:,} "
+        f"replica-minutes), worst {DAY_NAMES[shortfall.worst_day]} with {shortfall.worst_day_minutes:,} min; "
+        "the schedule starts them ahead and loses none.\n"
+    )
+
+
+def _check_server_address(url: str) -> None:
+    """The trigger's serverAddress: an http(s) URL without credentials (those belong in a TriggerAuthentication)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UserError("--prometheus: not an http(s) URL; expected an address such as http://prometheus:9090")
+    if parts.username is not None or parts.password is not None:
+        raise UserError(
+            "--prometheus: the URL holds credentials, which the ScaledObject would show to anyone who can read it; "
+            "expected the bare address, with credentials in a KEDA TriggerAuthentication"
+        )
+
+
+def _exported(args) -> str:
+    """--format keda or json of every file's schedule: YAML documents one after another, or one JSON value."""
+    year = time.gmtime().tm_year  # the zone's daylight-saving dates are looked up from this year on
+    documents = []
+    for path in args.file:
+        plan = load_plan(path)
+        week = schedule(plan)
+        if args.format == "json":
+            documents.append(schedule_document(plan, week, year))
+            continue
+        url = args.prometheus or (plan.fleet.prometheus_url if plan.fleet else None)
+        if not url:
+            raise UserError(
+                f"{path}: --format keda needs the Prometheus its load trigger queries; expected fleet.prometheus_url "
+                "in the plan or --prometheus URL"
+            )
+        _check_server_address(url)
+        documents.append(
+            scaled_object(
+                plan,
+                week,
+                first_year=year,
+                prometheus_url=url,
+                deployment=args.deployment,
+                max_replicas=args.max_replicas,
+            )
+        )
+    if args.format == "json":
+        body = documents[0] if len(documents) == 1 else {"schedules": documents}
+        return json.dumps(body, indent=2, allow_nan=False) + "\n"
+    return yaml.safe_dump_all(documents, sort_keys=False, width=1_000_000, allow_unicode=True)
 
 
 def _write(text: str) -> None:

@@ -50,14 +50,18 @@ def _job(name: str, targets: list[str], renames: list[tuple[str, str]]) -> str:
     return text
 
 
-def config_text(targets: list[str], interval_seconds: float = SCRAPE_INTERVAL_SECONDS) -> str:
+def config_text(
+    targets: list[str], interval_seconds: float = SCRAPE_INTERVAL_SECONDS, rule_files: tuple[Path, ...] = ()
+) -> str:
     interval = f"{int(interval_seconds * 1000)}ms"
+    rules = "rule_files:\n" + "".join(f"  - '{path}'\n" for path in rule_files) if rule_files else ""
     return (
         "global:\n"
         f"  scrape_interval: {interval}\n"
         f"  scrape_timeout: {interval}\n"
         f"  evaluation_interval: {interval}\n"
-        "scrape_configs:\n"
+        + rules
+        + "scrape_configs:\n"
         + _job(JOB, targets, [])
         + _job(ESCAPED_JOB, targets, _ESCAPE)
         + _job(LEGACY_JOB, targets, _LEGACY)
@@ -78,13 +82,16 @@ class PrometheusServer:
         stop_group(self.process)
 
 
-def start_prometheus(targets: list[str], scratch: Path, startup_seconds: float = 60.0) -> PrometheusServer:
+def start_prometheus(
+    targets: list[str], scratch: Path, startup_seconds: float = 60.0, rule_files: tuple[Path, ...] = ()
+) -> PrometheusServer:
+    """Prometheus scraping `targets` (as three jobs, see above), evaluating `rule_files` every scrape interval."""
     binary = shutil.which("prometheus")
     if binary is None:
         raise Unavailable("no `prometheus` binary on PATH (Debian: apt-get install prometheus)")
     scratch.mkdir(parents=True, exist_ok=True)
     config = scratch / "prometheus.yml"
-    config.write_text(config_text(targets))
+    config.write_text(config_text(targets, rule_files=rule_files))
     port = free_port()
     log = scratch / "prometheus.log"
     command = [
