@@ -37,6 +37,9 @@ class RequestResult:
     status: int | None = None
     finish_reason: str | None = None
     error: str = ""
+    # From send to the last chunk that carried a choice: vLLM's benchmark calls this the latency (E2E),
+    # and its TPOT is (latency - TTFT) / (output tokens - 1). `e2e_seconds` runs to the stream's end.
+    last_token_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -89,16 +92,26 @@ class StreamingClient:
         prompt: str,
         max_tokens: int,
         ignore_eos: bool = True,
+        messages: Sequence[dict] | None = None,
     ) -> RequestResult:
-        """One streamed completion. Never raises for a server or network fault: the result says what failed."""
-        body = {
+        """One streamed completion (a chat when `messages` is given, `prompt` then unused).
+
+        Never raises for a server or network fault: the result says what failed.
+        """
+        body: dict = {
             "model": self.model,
-            "prompt": prompt,
-            "max_tokens": max_tokens,
             "temperature": 0.0,
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        if messages is not None:
+            body["messages"] = list(messages)
+            body["max_completion_tokens"] = max_tokens
+            path = "/v1/chat/completions"
+        else:
+            body["prompt"] = prompt
+            body["max_tokens"] = max_tokens
+            path = "/v1/completions"
         if ignore_eos:
             body["ignore_eos"] = True  # vLLM extension: exactly max_tokens come out
         started = time.perf_counter()
@@ -110,7 +123,7 @@ class StreamingClient:
         status: int | None = None
         try:
             async with http.stream(
-                "POST", self.base_url.rstrip("/") + "/v1/completions", json=body, headers=self.headers
+                "POST", self.base_url.rstrip("/") + path, json=body, headers=self.headers
             ) as response:
                 status = response.status_code
                 if status != 200:
@@ -125,6 +138,8 @@ class StreamingClient:
                     if payload == "[DONE]":
                         break
                     chunk = json.loads(payload)
+                    if not isinstance(chunk, dict):
+                        raise json.JSONDecodeError("a chunk that is not a JSON object", payload, 0)
                     now = time.perf_counter()
                     if chunk.get("choices"):
                         if first is None:
@@ -132,10 +147,13 @@ class StreamingClient:
                         elif last is not None:
                             gaps.append(now - last)
                         last = now
-                        finish_reason = chunk["choices"][0].get("finish_reason") or finish_reason
-                    if chunk.get("usage"):
+                        choice = chunk["choices"][0] if isinstance(chunk["choices"], list) else {}
+                        finish_reason = (
+                            choice.get("finish_reason") if isinstance(choice, dict) else None
+                        ) or finish_reason
+                    if isinstance(chunk.get("usage"), dict):
                         usage = chunk["usage"]
-        except (httpx.HTTPError, json.JSONDecodeError, OSError) as error:
+        except (httpx.HTTPError, json.JSONDecodeError, OSError, UnicodeDecodeError) as error:
             return RequestResult(
                 False, started, time.perf_counter() - started, status=status, error=f"{type(error).__name__}: {error}"
             )
@@ -146,11 +164,12 @@ class StreamingClient:
             e2e_seconds=end - started,
             ttft_seconds=first - started if first is not None else None,
             chunk_gaps_seconds=tuple(gaps),
-            prompt_tokens=usage.get("prompt_tokens"),
-            output_tokens=usage.get("completion_tokens"),
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            output_tokens=_count(usage.get("completion_tokens")),
             status=status,
             finish_reason=finish_reason,
             error="" if first is not None else "the stream ended without a token",
+            last_token_seconds=last - started if last is not None else None,
         )
 
     async def run(
@@ -178,6 +197,11 @@ class StreamingClient:
             await asyncio.gather(*(worker(http) for _ in range(min(concurrency, len(prompts)) or 1)))
         wall = time.perf_counter() - started
         return LoadResult(tuple(r for r in results if r is not None), wall, concurrency, max_tokens)
+
+
+def _count(value: object) -> int | None:
+    """A token count from the server's usage chunk; anything but a whole number >= 0 is no count."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def prompts(count: int, words: int = 24) -> list[str]:

@@ -1,0 +1,107 @@
+"""The same sweep run on the plan's simulated replica in simulated time: no server, no clock.
+
+Each step sends the same number of requests at the same arrival offsets as a live
+step of `capcon bench` with the same settings (console/bench/arrivals.py, same seed),
+each of a given (prompt tokens, answer tokens, max_tokens), into one simulator
+engine (console/sim) run until every request has finished; goodput counts the
+requests that met every target, from the engine's own TTFT and TPOT. Where the
+live sweep against `capcon sim` lands is then checked against this one, and a plan
+without a measured capacity is estimated with it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from console.bench.arrivals import arrival_offsets
+from console.bench.measure import BenchTargets
+from console.bench.runner import StepSettings
+from console.bench.sweep import Sweep
+from console.plan.model import Plan
+from console.sim.engine import Engine, SimRequest
+from console.sim.shape import replica_shape
+from console.sim.traffic import LengthSampler
+
+Lengths = tuple[int, int, int]  # prompt tokens, tokens answered, max_tokens asked for
+DRAIN_SECONDS = 3600.0  # simulated time a step may take to finish after its last arrival
+
+
+@dataclass(frozen=True)
+class SimulatedStep:
+    rate: float
+    sent: int
+    good: int
+    preemptions: int
+
+    @property
+    def goodput_share(self) -> float:
+        return self.good / self.sent if self.sent else 0.0
+
+
+def plan_lengths(plan: Plan, count: int, seed: int = 0) -> list[Lengths]:
+    """`count` requests drawn from the plan's first interactive workload's length distributions."""
+    workload = plan.interactive[0]
+    shape = replica_shape(plan)
+    sampler = LengthSampler(workload.tokens, min(shape.max_model_len, shape.kv_capacity_tokens))
+    rng = random.Random(seed)
+    return [sampler.draw(rng) for _ in range(count)]
+
+
+def simulated_step(
+    plan: Plan, lengths: Sequence[Lengths], rate: float, settings: StepSettings, targets: BenchTargets
+) -> SimulatedStep:
+    """One step of len(lengths) requests at `rate` on a fresh simulated replica of `plan`."""
+    engine = Engine(replica_shape(plan))
+    offsets = arrival_offsets(len(lengths), rate, settings.burstiness, random.Random(f"{settings.seed}:{rate}"))
+    requests = []
+    for index, ((prompt, answer, max_tokens), at) in enumerate(zip(lengths, offsets)):
+        engine.advance(at)
+        request = SimRequest(f"b{index}", prompt, answer, max_tokens, at)
+        if engine.validate(prompt, max_tokens) is None:
+            engine.submit(request)
+        requests.append(request)
+    engine.advance((offsets[-1] if offsets else 0.0) + DRAIN_SECONDS)
+    good = sum(
+        1
+        for r in requests
+        if r.finished_reason in ("stop", "length")
+        and r.ttft is not None
+        and r.tpot is not None
+        and r.ttft <= targets.ttft
+        and r.tpot <= targets.tpot
+        and (targets.e2e is None or (r.last_token is not None and r.last_token - r.arrival <= targets.e2e))
+    )
+    return SimulatedStep(rate, len(requests), good, engine.preemptions)
+
+
+def simulated_sweep(
+    plan: Plan,
+    lengths: Sequence[Lengths],
+    targets: BenchTargets,
+    settings: StepSettings,
+    sweep: Sweep,
+) -> list[SimulatedStep]:
+    """The sweep `capcon bench` would run, on the simulated replica; `sweep.capacity` is where it lands."""
+    steps = []
+    taken = 0
+    while (rate := sweep.next_rate()) is not None:
+        count = settings.count(rate)
+        chosen = [lengths[(taken + i) % len(lengths)] for i in range(count)]
+        taken += count
+        step = simulated_step(plan, chosen, rate, settings, targets)
+        steps.append(step)
+        sweep.record(rate, step.goodput_share >= targets.share)
+    return steps
+
+
+def simulated_throughput(plan: Plan, lengths: Sequence[Lengths]) -> float:
+    """Output tokens per second of the simulated replica given every request at once (the throughput mode)."""
+    engine = Engine(replica_shape(plan))
+    requests = [SimRequest(f"t{i}", p, a, m, 0.0) for i, (p, a, m) in enumerate(lengths)]
+    for request in requests:
+        engine.submit(request)
+    engine.advance(DRAIN_SECONDS)
+    end = max((r.last_token or 0.0) for r in requests)
+    return sum(r.generated for r in requests) / end if end > 0 else 0.0
