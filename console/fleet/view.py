@@ -15,11 +15,12 @@ import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 from console.fleet import judge
 from console.fleet.columns import CONSOLE_BY_KEY, CellValue
-from console.fleet.flags import SEVERITY_RANK, Flag, FlagInputs, FlagState, Pending, Severity, Thresholds, evaluate
+from console.fleet.flags import Flag, FlagInputs, FlagState, Pending, Severity, Thresholds, evaluate
 from console.fleet.plan_now import PlanNow
 from console.fleet.trends import TrendPoint, Trends
 from console.metrics.figures import FAILED, FLEET_TOTAL, SERVING, Figures, FleetFigures
@@ -336,17 +337,15 @@ class FleetView:
     def row(self, key: str) -> Row | None:
         if key == FLEET_TOTAL:
             return self.total
-        return next((r for r in self.rows if r.key == key), None)
+        return self._rows_by_key.get(key)
 
-
-def _worst_by_subject(items: tuple[Flag, ...] | tuple[Pending, ...]) -> dict[str, Severity]:
-    """Each subject's worst severity, in one pass (a row each would cost replicas x flags per poll)."""
-    found: dict[str, Severity] = {}
-    for item in items:
-        known = found.get(item.subject)
-        if known is None or SEVERITY_RANK[item.severity] > SEVERITY_RANK[known]:
-            found[item.subject] = item.severity
-    return found
+    @cached_property
+    def _rows_by_key(self) -> dict[str, Row]:
+        # Built once: the recorder looks up a row per flag change, 10,000 of them when a fleet peaks.
+        found: dict[str, Row] = {}
+        for row in self.rows:
+            found.setdefault(row.key, row)  # the first of a repeated name, as a scan would find
+        return found
 
 
 def _trend_point(figures: FleetFigures, plan: PlanNow | None) -> TrendPoint:
@@ -385,7 +384,7 @@ def advance(
     )
     flag_state = evaluate(previous.flag_state if previous else FlagState(), inputs, now, thresholds)
     active, pending = flag_state.active, flag_state.pending
-    worst_active, worst_pending = _worst_by_subject(active), _worst_by_subject(pending)
+    worst_active, worst_pending = flag_state.worst_active, flag_state.worst_pending
     judged = judge.limits(plan, thresholds)
     rows = tuple(
         Row(r.name, r, worst_active.get(r.name), worst_pending.get(r.name), judge.over(r, judged))

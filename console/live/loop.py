@@ -1,7 +1,9 @@
 """The one chained poll loop: the console, `capcon record` and `capcon watch --once` all drive it.
 
-Polls of one fleet never overlap: the next starts `interval` after the last one finished, or
-at once when woken ("poll now", the console's `-` key, resume after pause). Each poll becomes a
+Polls of one fleet never overlap: the next starts `interval` after the last one started (the
+period is start to start, so "every 1s" on the header is what the fleet gets), at once when a
+poll took longer than the interval, or at once when woken ("poll now", the console's `-` key,
+resume after pause). Each poll becomes a
 view (and a record) through the fleet's PollFeed; a failing poll is handed to `on_failure` and
 the loop goes on, unless `on_failure` raises.
 """
@@ -19,10 +21,11 @@ from console.live.feed import PollFeed
 class Cadence:
     """When polls start: shared by every fleet of one console, so pause, interval and "poll now" act on all."""
 
-    def __init__(self, interval_seconds: float) -> None:
+    def __init__(self, interval_seconds: float, timer: Callable[[], float] = time.monotonic) -> None:
         self.interval_seconds = interval_seconds
         self.paused = False
         self.stopped = False
+        self.timer = timer  # monotonic: the period must not jump with the wall clock
         self._wake = asyncio.Event()
 
     def wake(self) -> None:
@@ -37,9 +40,20 @@ class Cadence:
         self.stopped = True
         self._wake.set()
 
-    async def wait(self) -> None:
+    def delay(self, started: float | None) -> float:
+        """Seconds left before the next poll of one that began at `started` (by `timer`); None: a whole interval."""
+        if started is None:
+            return self.interval_seconds
+        return max(self.interval_seconds - (self.timer() - started), 0.0)
+
+    async def wait(self, started: float | None = None) -> None:
+        """Until the next poll is due (an interval after `started`), a wake, or a stop."""
+        delay = self.delay(started)
+        if delay <= 0:
+            await asyncio.sleep(0)  # late already: start at once, but let the screen draw first
+            return
         try:
-            await asyncio.wait_for(self._wake.wait(), timeout=self.interval_seconds)
+            await asyncio.wait_for(self._wake.wait(), timeout=delay)
         except TimeoutError:
             pass
 
@@ -56,7 +70,9 @@ async def poll_loop(
     made = 0
     while not cadence.stopped:
         cadence.forget_wakes()
+        started: float | None = None  # paused: no poll began, a whole interval to the next look
         if not cadence.paused:
+            started = cadence.timer()
             try:
                 poll = await feed.handle.watcher.poll()
                 view = feed.add(poll, clock())
@@ -67,7 +83,7 @@ async def poll_loop(
             made += 1
             if polls is not None and made >= polls:
                 return
-        await cadence.wait()
+        await cadence.wait(started)
 
 
 def failure_words(error: Exception) -> str:

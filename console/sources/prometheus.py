@@ -3,7 +3,10 @@
 For fleets too large to scrape from one terminal: Prometheus (or Thanos, Mimir)
 already holds every replica's series, and PromQL does the window math. Each
 refresh sends the fixed set of queries in `console.sources.promql`, evaluated at
-the same instant, whatever the fleet size.
+the same instant, whatever the fleet size: every figure of every replica in one
+round, or, past `detail_all` replicas, the top-k view in two (every replica's
+state and gauges and the fleet's aggregates, then the rates and percentiles of
+the replicas `picked` for the screen).
 
 Replicas are Prometheus targets (`instance`), their state Prometheus' own `up`.
 Prometheus unreachable, too slow, answering a query with an error, or with an
@@ -13,8 +16,9 @@ no replicas: never an exception.
 The answers are read here, not by a client library, because a Prometheus (or a
 proxy in front of it) may misbehave in ways a library does not bound:
 
-* one deadline (`timeout`) covers the six queries; at it every read stops and
-  its connection is closed, so nothing goes on reading an answer already given up;
+* one deadline (`timeout`) covers the reads of a refresh (both rounds; reading
+  the first round's answers is not counted); at it every read stops and its
+  connection is closed, so nothing goes on reading an answer already given up;
 * the answers of one refresh are read up to `max_answer_bytes` in total, counted
   after decompression (a small gzip body can inflate a thousandfold); past it
   the refresh is refused without parsing anything;
@@ -33,12 +37,14 @@ with fewer the rates and quantiles are unknown.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import json
 import math
 import ssl
 import threading
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 import httpx
@@ -55,6 +61,12 @@ SOURCE = "prometheus"
 # come to 37 MB (rates 20.5 MB, the largest), 50 MB with 60-character instance names.
 DEFAULT_MAX_ANSWER_BYTES = 128 * 1024 * 1024
 _BODY_SHOWN = 160  # characters of a non-JSON error body kept in the error text
+# A longer query (the top-k view's instance list) is sent as a POST form: proxies refuse long URLs (8 KB).
+MAX_GET_QUERY_CHARS = 4000
+# The top-k view's own picks, beside Prometheus' topk/bottomk: the first replicas by name (the table's
+# first screen before any sort) and the most loaded by each gauge every replica reports.
+DETAIL_FIRST = 40
+DETAIL_MAX = DETAIL_FIRST + 3 * 10 + 2 * 10 * 15  # the first names, three gauges' tops, both ends of 15 figures
 
 
 class QueryClient(Protocol):
@@ -79,6 +91,10 @@ class _Abandoned(Exception):
     """The refresh was given up (its caller cancelled): the worker stops parsing."""
 
 
+class _TooLarge(AnswerError):
+    """The answers of one refresh passed the budget: the source moves to the top-k view."""
+
+
 class _Budget:
     """Decompressed bytes the answers of one refresh may still take."""
 
@@ -89,7 +105,7 @@ class _Budget:
     def take(self, size: int) -> None:
         self.left -= size
         if self.left < 0:
-            raise AnswerError(
+            raise _TooLarge(
                 f"answers larger than {self.limit / (1024 * 1024):g} MB in total (decompressed); not read "
                 "(a fleet this large needs --max-answer-mb)"
             )
@@ -108,6 +124,7 @@ class PrometheusSource:
         verify: bool = True,
         client: QueryClient | None = None,
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+        detail_all: int = promql.DETAIL_ALL_REPLICAS,
     ) -> None:
         base = url.strip().rstrip("/")
         self.url = redact_url(base)  # as shown and recorded: never a password or a token
@@ -115,7 +132,15 @@ class PrometheusSource:
         self.window_seconds = float(window_seconds)
         self.timeout = timeout
         self.max_answer_bytes = int(max_answer_bytes)
-        self.queries = promql.refresh_queries(promql.selector_matchers(selector), self.window_seconds)
+        self._matchers = promql.selector_matchers(selector)
+        self.queries = promql.refresh_queries(self._matchers, self.window_seconds)
+        self.overview = promql.overview_queries(self._matchers, self.window_seconds)
+        # A fleet up to `detail_all` replicas: every replica's figures in one round of `queries`. Larger (seen
+        # at the last refresh, or a refresh of every figure that did not fit the deadline or the budget): the
+        # top-k view, `overview` then the detail of the picked replicas (console.sources.promql).
+        self.detail_all = int(detail_all)
+        self.top_k_view = False
+        self.last_queries = 0  # queries the last refresh sent
         self._headers = {
             "Accept": "application/json",
             "Accept-Encoding": "gzip",
@@ -146,22 +171,58 @@ class PrometheusSource:
 
     async def collect(self, now: float) -> FleetFigures:
         """Every figure at time `now` over the window; a failure is a source error, not an exception."""
+        stop = threading.Event()
         try:
             if self._bad_url:
                 raise AnswerError(self._bad_url)
-            async with asyncio.timeout(self.timeout):
-                answers = await self._answers(now)
-            stop = threading.Event()
-            try:
-                return await asyncio.to_thread(self._figures, answers, now, stop)
-            finally:
-                stop.set()  # cancelled meanwhile: the worker stops at its next step
+            # One deadline covers the reads of the whole refresh (one round, or two in the top-k view).
+            deadline = asyncio.get_running_loop().time() + self.timeout
+            budget = _Budget(self.max_answer_bytes)
+            if self.top_k_view:
+                figures = await self._top_k(now, deadline, budget, stop)
+            else:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        answers = await self._answers(self.queries, now, budget)
+                except (TimeoutError, _TooLarge):
+                    self.top_k_view = True  # every figure of every replica does not fit: the top-k view next time
+                    raise
+                checked = await asyncio.to_thread(self._checked, answers, stop)
+                figures = await asyncio.to_thread(_figures_from_rows, checked, self.window_seconds, now)
+            count = len(figures.replicas)
+            if count > self.detail_all:
+                self.top_k_view = True
+            elif count <= self.detail_all // 2:
+                self.top_k_view = False  # well inside the limit again: one round
+            return figures
         except TimeoutError:
             return self._failed(now, f"no answer within {self.timeout:g} s")
         except (AnswerError, _Refused) as problem:
             return self._failed(now, str(problem))
         except Exception as error:  # noqa: BLE001 - any client fault is a state of the source
             return self._failed(now, describe_error(error))
+        finally:
+            stop.set()  # cancelled meanwhile: a worker stops at its next step
+
+    async def _top_k(self, now: float, deadline: float, budget: _Budget, stop: threading.Event) -> FleetFigures:
+        """Every replica's state and gauges and the fleet's aggregates, then the picked replicas' rates and percentiles."""
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout_at(deadline):
+            first = await self._answers(self.overview, now, budget)
+        began = loop.time()
+
+        def read_overview() -> tuple[dict[str, list[Row]], tuple[str, ...] | None]:
+            rows = self._checked(first, stop)
+            return rows, picked(rows, self.detail_all)
+
+        overview, chosen = await asyncio.to_thread(read_overview)  # off the event loop: 0.1 s at 10,000
+        deadline += loop.time() - began  # the deadline is Prometheus' to answer in: reading the overview is ours
+        detail = promql.detail_queries(self._matchers, self.window_seconds, chosen)
+        async with asyncio.timeout_at(deadline):
+            second = await self._answers(detail, now, budget)
+        checked = {**overview, **await asyncio.to_thread(self._checked, second, stop)}
+        self.last_queries = len(self.overview) + len(detail)
+        return await asyncio.to_thread(_figures_from_rows, checked, self.window_seconds, now)
 
     async def aclose(self) -> None:
         if self._http is not None:
@@ -202,19 +263,19 @@ class PrometheusSource:
 
     # --- reading ---------------------------------------------------------------------------
 
-    async def _answers(self, now: float) -> dict[str, Any]:
+    async def _answers(self, queries: Mapping[str, str], now: float, budget: _Budget) -> dict[str, Any]:
         """Each query's answer by purpose: raw bytes (read here) or a client's result list."""
+        self.last_queries = len(queries)
         if self._client is not None:
             client = self._client
             params = {"time": f"{now:.3f}"}
             calls = {
                 p: asyncio.to_thread(client.custom_query, q, params=params, timeout=self.timeout)
-                for p, q in self.queries.items()
+                for p, q in queries.items()
             }
         else:
             http = self._session()
-            budget = _Budget(self.max_answer_bytes)
-            calls = {p: self._read(http, q, now, budget) for p, q in self.queries.items()}
+            calls = {p: self._read(http, q, now, budget) for p, q in queries.items()}
         tasks = {purpose: asyncio.ensure_future(call) for purpose, call in calls.items()}
         try:
             # The first failure ends the refresh: the other reads stop at once (their connections close).
@@ -245,8 +306,11 @@ class PrometheusSource:
 
     async def _read(self, http: httpx.AsyncClient, query: str, now: float, budget: _Budget) -> bytes:
         # The base URL's own query (?api_key=... for a hosted Prometheus) is kept beside the query's.
-        params = self._endpoint.params.merge({"query": query, "time": f"{now:.3f}"})
-        request = http.build_request("GET", self._endpoint, params=params)
+        fields = {"query": query, "time": f"{now:.3f}"}
+        if len(query) > MAX_GET_QUERY_CHARS:  # a long instance list: in the body, past proxies' URL limits
+            request = http.build_request("POST", self._endpoint, data=fields)
+        else:
+            request = http.build_request("GET", self._endpoint, params=self._endpoint.params.merge(fields))
         response = await http.send(request, stream=True)
         try:
             body = await _body(response, budget)
@@ -258,15 +322,21 @@ class PrometheusSource:
 
     # --- parsing (in a worker thread) -------------------------------------------------------
 
-    def _figures(self, answers: Mapping[str, Any], now: float, stop: threading.Event) -> FleetFigures:
-        results: dict[str, list] = {}
-        for purpose, answer in answers.items():
-            if stop.is_set():
-                raise _Abandoned()
-            results[purpose] = _result(purpose, answer) if isinstance(answer, (bytes, bytearray)) else answer
+    def _checked(self, answers: Mapping[str, Any], stop: threading.Event) -> dict[str, list[Row]]:
+        """Each answer's rows, shape checked (in a worker thread); stops between answers once given up."""
+        checked: dict[str, list[Row]] = {}
+        with _collector_paused():
+            for purpose, answer in answers.items():
+                if stop.is_set():
+                    raise _Abandoned()
+                result = _result(purpose, answer) if isinstance(answer, (bytes, bytearray)) else answer
+                checked[purpose] = _rows(purpose, result)
         if stop.is_set():
             raise _Abandoned()
-        return figures_from_answers(results, self.window_seconds, now)
+        return checked
+
+    def _figures(self, answers: Mapping[str, Any], now: float, stop: threading.Event) -> FleetFigures:
+        return _figures_from_rows(self._checked(answers, stop), self.window_seconds, now)
 
     def _redact(self, text: str) -> str:
         return redact(text, self._secrets)
@@ -428,30 +498,57 @@ def _number(value: object, where: str) -> float | None:
 
 
 def _rows(purpose: str, result: object) -> list[Row]:
-    """The (labels, value) pairs of an instant vector's `result`; AnswerError for any other shape."""
+    """The (labels, value) pairs of an instant vector's `result`; AnswerError for any other shape.
+
+    Each item is checked in one expression; the words of a refusal are made only for the item
+    that fails (making them for each of 300,000 rows cost more than the JSON parse).
+    """
     if not isinstance(result, list):
         raise AnswerError(f"answer to the {purpose} query: result is {_kind(result)}, not a list")
     rows: list[Row] = []
-    for index, item in enumerate(result):
-        where = f"answer to the {purpose} query: result[{index}]"
-        if not isinstance(item, dict):
-            raise AnswerError(f"{where} is {_kind(item)}, not an object")
-        labels = item.get("metric")
-        if not isinstance(labels, dict):
-            raise AnswerError(f"{where}.metric is {_kind(labels)}, not an object of labels")
-        for name, value in labels.items():
-            if not isinstance(value, str):
-                raise AnswerError(f"{where}.metric label {_brief(name)} is {_kind(value)}, not a string")
-        pair = item.get("value")
-        if (
-            not isinstance(pair, list)
-            or len(pair) != 2
-            or isinstance(pair[0], bool)
-            or not isinstance(pair[0], (int, float))
-        ):
-            raise AnswerError(f'{where}.value is not a [time, "number"] pair')
-        rows.append((labels, _number(pair[1], f"{where}.value[1]")))
+    append = rows.append
+    for item in result:
+        if type(item) is dict:
+            labels, pair = item.get("metric"), item.get("value")
+            if (
+                type(labels) is dict
+                and type(pair) is list
+                and len(pair) == 2
+                and type(pair[1]) is str
+                and type(pair[0]) in (int, float)
+                and all(type(value) is str for value in labels.values())
+            ):
+                try:
+                    number = float(pair[1])
+                except ValueError:
+                    pass
+                else:
+                    append((labels, number if math.isfinite(number) else None))
+                    continue
+        append(_checked_item(purpose, len(rows), item))
     return rows
+
+
+def _checked_item(purpose: str, index: int, item: object) -> Row:
+    """result[index] read with every check in turn: its row, or the AnswerError that says what is wrong."""
+    where = f"answer to the {purpose} query: result[{index}]"
+    if not isinstance(item, dict):
+        raise AnswerError(f"{where} is {_kind(item)}, not an object")
+    labels = item.get("metric")
+    if not isinstance(labels, dict):
+        raise AnswerError(f"{where}.metric is {_kind(labels)}, not an object of labels")
+    for name, value in labels.items():
+        if not isinstance(value, str):
+            raise AnswerError(f"{where}.metric label {_brief(name)} is {_kind(value)}, not a string")
+    pair = item.get("value")
+    if (
+        not isinstance(pair, list)
+        or len(pair) != 2
+        or isinstance(pair[0], bool)
+        or not isinstance(pair[0], (int, float))
+    ):
+        raise AnswerError(f'{where}.value is not a [time, "number"] pair')
+    return labels, _number(pair[1], f"{where}.value[1]")
 
 
 def _by_figure(rows: Iterable[Row]) -> dict[str, list[Row]]:
@@ -493,7 +590,71 @@ def figures_from_answers(answers: Mapping[str, list], window_seconds: float, now
     Raises AnswerError when a result is not an instant vector of string labels and
     `[time, "number"]` values (the caller makes that the source's error).
     """
-    checked = {purpose: _rows(purpose, result) for purpose, result in answers.items()}
+    return _figures_from_rows(
+        {purpose: _rows(purpose, result) for purpose, result in answers.items()}, window_seconds, now
+    )
+
+
+def picked(overview: Mapping[str, list[Row]], detail_all: int) -> tuple[str, ...] | None:
+    """The replicas whose rates and percentiles a large fleet's refresh reads; None: every replica (a small fleet).
+
+    Prometheus' picks (the top and bottom of each figure), the first names (the table's first
+    screen), and the most loaded by each gauge (waiting, running, KV: the flagged first).
+    """
+    instances = sorted({_instance(labels) for labels, _value in overview.get("up", [])})
+    if len(instances) <= detail_all:
+        return None
+    known = set(instances)
+    chosen = set(instances[:DETAIL_FIRST])
+    gauges = _by_figure(overview.get("gauges", []))
+    for figure in ("waiting", "running", "kv_usage"):
+        ranked = [(value, _instance(labels)) for labels, value in gauges.get(figure, []) if value is not None]
+        ranked.sort(reverse=True)
+        chosen.update(name for _value, name in ranked[: promql.DETAIL_PER_FIGURE])
+    # Prometheus' picks are at most 2 x DETAIL_PER_FIGURE per figure; an answer naming more is cut there,
+    # so a misbehaving server cannot make the detail query name the whole fleet.
+    picks = sorted({_instance(labels) for labels, _value in overview.get("picks", [])} & known)
+    chosen.update(picks[: DETAIL_MAX - len(chosen)])
+    return tuple(sorted(chosen & known))
+
+
+def _figures_from_rows(checked: Mapping[str, list[Row]], window_seconds: float, now: float) -> FleetFigures:
+    """`figures_from_answers` on rows already checked; the top-k view's answers too (`fleet`, `picks`)."""
+    with _collector_paused():
+        return _figures_unpaused(checked, window_seconds, now)
+
+
+_PAUSES = threading.Lock()
+_paused = 0  # readers inside `_collector_paused`, over every source of the process
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while answers are read, on again after the last reader.
+
+    A parsed answer is hundreds of thousands of young containers, none of them in a cycle: the
+    collector ran full passes over the whole heap while they were made (a third of a 10,000-replica
+    refresh). Reference counting still frees everything; a pass runs once the collector is back.
+    """
+    global _paused
+    with _PAUSES:
+        ours = _paused > 0 or gc.isenabled()  # turned off by someone else: not ours to turn on again
+        if ours:
+            _paused += 1
+            gc.disable()
+    if not ours:
+        yield
+        return
+    try:
+        yield
+    finally:
+        with _PAUSES:
+            _paused -= 1
+            if _paused == 0:
+                gc.enable()
+
+
+def _figures_unpaused(checked: Mapping[str, list[Row]], window_seconds: float, now: float) -> FleetFigures:
     up = _by_figure(checked.get("up", []))
     rates = _by_figure(checked.get("rates", []))
     gauges = _by_figure(checked.get("gauges", []))
@@ -505,6 +666,9 @@ def figures_from_answers(answers: Mapping[str, list], window_seconds: float, now
     up_by_instance = _per_instance(up.get("up", []))
     scraped_at = _per_instance(up.get("scraped_at", []))
     rate_by = {figure: _per_instance(rows) for figure, rows in rates.items()}
+    for figure in ("preemptions", "resets"):  # the top-k view's: for every replica where they are not zero
+        for instance, value in _per_instance(gauges.get(figure, [])).items():
+            rate_by.setdefault(figure, {}).setdefault(instance, value)
     by_reason: dict[str, dict[str, float]] = {}
     for labels, value in rates.get("requests_by_reason", []):
         if value is not None:
@@ -555,8 +719,22 @@ def figures_from_answers(answers: Mapping[str, list], window_seconds: float, now
                 **values,
             )
         )
+    if "fleet" in checked:  # the top-k view: the fleet's rates summed by Prometheus over every replica
+        fleet_rows = _by_figure(checked["fleet"])
+        rate_totals = {figure: rows[0][1] for figure, rows in fleet_rows.items() if rows}
+        reason_totals = {
+            labels.get("finished_reason", "unknown"): value
+            for labels, value in fleet_rows.get("requests_by_reason", [])
+            if value is not None
+        }
+    else:
+        rate_totals = {figure: _sum(values.values()) for figure, values in rate_by.items()}
+        reason_totals = {}
+        for per_reason in by_reason.values():
+            for reason, value in per_reason.items():
+                reason_totals[reason] = reason_totals.get(reason, 0.0) + value
     return FleetFigures(
-        window_seconds, SOURCE, tuple(replicas), _fleet(replicas, rate_by, by_reason, fleet_quantiles), now
+        window_seconds, SOURCE, tuple(replicas), _fleet(replicas, rate_totals, reason_totals, fleet_quantiles), now
     )
 
 
@@ -581,25 +759,20 @@ def _engine_configs_by_instance(rows: list[Row]) -> dict[str, dict[str, Mapping[
 
 def _fleet(
     replicas: list[Figures],
-    rate_by: Mapping[str, Mapping[str, float | None]],
-    by_reason: Mapping[str, Mapping[str, float]],
+    rate_totals: Mapping[str, float | None],
+    reason_totals: Mapping[str, float],
     fleet_quantiles: Mapping[str, float | None],
 ) -> Figures:
-    """Rates and gauges summed, KV the max, quantiles from merged buckets (PromQL `sum by (le)`)."""
+    """Rates summed (over every replica, by Prometheus in the top-k view), gauges summed over the answering
+    replicas, KV the max, quantiles from merged buckets (PromQL `sum by (le)`)."""
     current = [f for f in replicas if f.state in ANSWERING]
-    values: dict[str, Any] = {name: _sum(rate_by.get(canonical, {}).values()) for name, canonical in RATE_FIGURES}
-    reasons: dict[str, float] = {}
-    for per_reason in by_reason.values():
-        for reason, value in per_reason.items():
-            reasons[reason] = reasons.get(reason, 0.0) + value
-    reasons = {reason: value for reason, value in reasons.items() if math.isfinite(value)}
+    values: dict[str, Any] = {name: rate_totals.get(canonical) for name, canonical in RATE_FIGURES}
+    reasons = {reason: value for reason, value in reason_totals.items() if math.isfinite(value)}
     for name, canonical in promql.MEAN_FIGURES:
-        values[name] = _ratio(
-            _sum(rate_by.get(canonical + "_sum", {}).values()), _sum(rate_by.get(canonical + "_count", {}).values())
-        )
+        values[name] = _ratio(rate_totals.get(canonical + "_sum"), rate_totals.get(canonical + "_count"))
     values.update({name: fleet_quantiles.get(name) for name, _c, _q in QUANTILE_FIGURES})
-    hits = _sum(rate_by.get("prefix_cache_hits", {}).values())
-    queries = _sum(rate_by.get("prefix_cache_queries", {}).values())
+    hits = rate_totals.get("prefix_cache_hits")
+    queries = rate_totals.get("prefix_cache_queries")
     answering = len(current)
     notes = (
         [f"{len(replicas) - answering} of {len(replicas)} replicas not answering"] if answering < len(replicas) else []

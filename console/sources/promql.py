@@ -1,8 +1,9 @@
 """PromQL for the `prometheus` source: the same per-replica figures as the scrape path.
 
-Pure string building, no I/O. Each refresh sends the same six queries whatever
-the fleet size (`refresh_queries`); each query packs several figures, told apart
-by a `capcon_figure` label added with `label_replace`.
+Pure string building, no I/O. Each refresh sends a fixed set of queries whatever
+the fleet size (`refresh_queries`: six; past `DETAIL_ALL_REPLICAS`, eight in two
+rounds); each query packs several figures, told apart by a `capcon_figure` label
+added with `label_replace`.
 
 Names come from the one table in `console.metrics.vllm`. Every wire name is
 tried in both spellings, `vllm:x` and `vllm_x` (an OpenMetrics scrape may have
@@ -15,6 +16,13 @@ the name is dropped ("vector cannot contain metrics with the same labelset").
 
 Replicas are Prometheus' `instance` label; data-parallel engines are summed by
 instance, KV usage is kept per (instance, engine).
+
+A fleet larger than `DETAIL_ALL_REPLICAS` gets the top-k view (`overview_queries`, then
+`detail_queries`): every replica's state and gauges, the fleet's rates, sizes and
+percentiles as aggregates over all of them (exact), and the per-replica rates and
+percentiles only for the replicas the console shows first: the top and bottom
+`DETAIL_PER_FIGURE` by each figure, picked by Prometheus (`topk`/`bottomk`), and a few
+chosen by the source (the first names, the most loaded).
 """
 
 from __future__ import annotations
@@ -28,6 +36,10 @@ from console.metrics.vllm import CACHE_CONFIG, COUNTERS, GAUGES, HISTOGRAMS
 from console.metrics.window import QUANTILE_FIGURES
 
 FIGURE_LABEL = "capcon_figure"
+# Up to this many replicas every replica's figures come each refresh (`refresh_queries`); more: the top-k view.
+DETAIL_ALL_REPLICAS = 500
+DETAIL_PER_FIGURE = 10  # replicas picked at each end of each figure (topk and bottomk)
+PICK = "pick"  # the capcon_figure of the picks' answer
 
 # Histogram families whose _sum / _count rates give the mean request sizes.
 MEAN_FIGURES = (("mean_input_tokens", "prompt_length"), ("mean_output_tokens", "output_length"))
@@ -116,11 +128,12 @@ def union(expressions: Iterable[str]) -> str:
 
 
 def up_query(matchers: str) -> str:
-    """Prometheus' own view of each target: `up` (1 or 0) and when it last scraped it."""
+    """Prometheus' own view of each target: `up` (1 or 0) and when it last scraped it, by instance only
+    (a Kubernetes target carries a dozen labels more: at 10,000 replicas they were most of the answer)."""
     return union(
         [
-            tagged(series("up", matchers), "up"),
-            tagged(f"timestamp({series('up', matchers)})", "scraped_at"),
+            tagged(f"max by (instance) ({series('up', matchers)})", "up"),
+            tagged(f"max by (instance) (timestamp({series('up', matchers)}))", "scraped_at"),
         ]
     )
 
@@ -191,3 +204,121 @@ def refresh_queries(matchers: str, window_seconds: float) -> dict[str, str]:
         "quantiles": quantiles_query(matchers, window),
         "fleet_quantiles": quantiles_query(matchers, window, by=""),
     }
+
+
+# --- the top-k view of a large fleet ---------------------------------------------------------
+
+
+def per_instance_figures(matchers: str, window: str) -> dict[str, str]:
+    """Each per-replica figure the console sorts on, as an expression by instance (the picks rank them)."""
+    figures = {
+        field_name: f"sum by (instance) ({rate_of(COUNTERS[canonical], matchers, window)})"
+        for field_name, canonical in (
+            ("requests_per_second", "requests"),
+            ("prompt_tokens_per_second", "prompt_tokens"),
+            ("generation_tokens_per_second", "generation_tokens"),
+            ("preemptions_per_second", "preemptions"),
+            ("rejections_per_second", "admission_rejections"),
+        )
+    }
+    hits = f"sum by (instance) ({rate_of(COUNTERS['prefix_cache_hits'], matchers, window)})"
+    queries = f"sum by (instance) ({rate_of(COUNTERS['prefix_cache_queries'], matchers, window)})"
+    figures["prefix_hit_share"] = f"({hits} / {queries})"
+    for field_name, canonical in MEAN_FIGURES:
+        total = f"sum by (instance) ({rate_of(HISTOGRAMS[canonical], matchers, window, '_sum')})"
+        count = f"sum by (instance) ({rate_of(HISTOGRAMS[canonical], matchers, window, '_count')})"
+        figures[field_name] = f"({total} / {count})"
+    for field_name, canonical, q in QUANTILE_FIGURES:
+        buckets = rate_of(HISTOGRAMS[canonical], matchers, window, "_bucket")
+        figures[field_name] = f"histogram_quantile({q:g}, sum by (instance, le) ({buckets}))"
+    return figures
+
+
+def picks_query(matchers: str, window: str, k: int = DETAIL_PER_FIGURE) -> str:
+    """The instances at each end of each figure, once each: `or` keeps one series per label set."""
+    parts = []
+    for expression in per_instance_figures(matchers, window).values():
+        parts.append(tagged(f"topk({k}, {expression})", PICK))
+        parts.append(tagged(f"bottomk({k}, {expression})", PICK))
+    return union(parts)
+
+
+def fleet_query(matchers: str, window: str) -> str:
+    """The fleet's rates (by finished reason too) and request-size sums, summed over every replica by Prometheus."""
+    parts = [tagged(f"sum({rate_of(names, matchers, window)})", canonical) for canonical, names in COUNTERS.items()]
+    parts.append(
+        tagged(
+            f"sum by (finished_reason) ({rate_of(COUNTERS['requests'], matchers, window)})",
+            "requests_by_reason",
+        )
+    )
+    for _field, canonical in MEAN_FIGURES:
+        for suffix in ("_sum", "_count"):
+            parts.append(tagged(f"sum({rate_of(HISTOGRAMS[canonical], matchers, window, suffix)})", canonical + suffix))
+    return union(parts)
+
+
+def flag_gauges_query(matchers: str, window: str) -> str:
+    """`gauges_query` and, for the replicas where they are not zero, preemptions and counter resets.
+
+    What the flags read of every replica (saturation: waiting, KV and preemptions; a restart),
+    sent for all of them while the other rates come for the picked ones only.
+    """
+    preemptions = f"sum by (instance) ({rate_of(COUNTERS['preemptions'], matchers, window)}) > 0"
+    resets = f"sum by (instance) ({rate_of(COUNTERS['prompt_tokens'], matchers, window, function='resets')}) > 0"
+    return union([gauges_query(matchers), tagged(preemptions, "preemptions"), tagged(resets, "resets")])
+
+
+def overview_queries(matchers: str, window_seconds: float) -> dict[str, str]:
+    """The first round of a large fleet's refresh: every replica's state and gauges, fleet aggregates, the picks."""
+    window = duration(window_seconds)
+    return {
+        "up": up_query(matchers),
+        "gauges": flag_gauges_query(matchers, window),
+        "cache_config": cache_config_query(matchers),
+        "fleet_quantiles": quantiles_query(matchers, window, by=""),
+        "fleet": fleet_query(matchers, window),
+        "picks": picks_query(matchers, window),
+    }
+
+
+def instance_matcher(instances: Iterable[str]) -> str:
+    """`instance=~"..."` matching exactly these instances (RE2 metacharacters and the string's escapes quoted)."""
+    alternatives = "|".join(_regex_literal(name) for name in sorted(set(instances)))
+    return f'instance=~"{_string_literal(alternatives)}"'
+
+
+_RE2_SPECIAL = frozenset("\\.+*?()|[]{}^$")
+
+
+def _regex_literal(text: str) -> str:
+    return "".join("\\" + c if c in _RE2_SPECIAL else c for c in text)
+
+
+def _string_literal(text: str) -> str:
+    """`text` inside a PromQL double-quoted string: backslash, quote and control characters escaped."""
+    out = []
+    for c in text:
+        if c in '"\\':
+            out.append("\\" + c)
+        elif ord(c) < 0x20 or ord(c) == 0x7F:
+            out.append(f"\\x{ord(c):02x}")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def restricted(query: str, matchers: str, instances: Iterable[str]) -> str:
+    """`query`'s series of these instances only: the matcher is written once, whatever the query's size."""
+    chosen = ", ".join(m for m in (matchers, instance_matcher(instances)) if m)
+    return f"({query}) and on (instance) max by (instance) (up{{{chosen}}})"
+
+
+def detail_queries(matchers: str, window_seconds: float, instances: Iterable[str] | None) -> dict[str, str]:
+    """The second round: per-replica rates and percentiles, of `instances` only (None: of every replica)."""
+    queries = refresh_queries(matchers, window_seconds)
+    chosen = {"rates": queries["rates"], "quantiles": queries["quantiles"]}
+    if instances is None:
+        return chosen
+    names = tuple(instances)
+    return {purpose: restricted(query, matchers, names) for purpose, query in chosen.items()}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+import time
 
 import pytest
 
@@ -113,3 +115,65 @@ async def test_a_stopped_cadence_makes_no_poll():
     watcher = ScriptedWatcher(0.0)
     await bounded(poll_loop(feed_on(watcher), cadence, print, print))
     assert watcher.polls == 0
+
+
+class FakeTimer:
+    """A monotonic clock the test moves: polls take the time the test says, waits take what the cadence asks."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class RecordingCadence(Cadence):
+    """Waits on the fake timer: records each delay it was asked for and moves the timer by it."""
+
+    def __init__(self, interval_seconds: float, timer: FakeTimer) -> None:
+        super().__init__(interval_seconds, timer=timer)
+        self.delays: list[float] = []
+        self.fake = timer
+
+    async def wait(self, started: float | None = None) -> None:
+        delay = self.delay(started)
+        self.delays.append(round(delay, 6))
+        self.fake.now += delay
+
+
+@pytest.mark.parametrize(
+    "poll_seconds, expected_delay",
+    [(0.28, 0.72), (0.0, 1.0), (1.0, 0.0), (2.5, 0.0)],
+)
+async def test_the_period_is_start_to_start_whatever_a_poll_takes(poll_seconds, expected_delay):
+    timer = FakeTimer()
+    cadence = RecordingCadence(1.0, timer)
+    starts: list[float] = []
+
+    def during(_n: int) -> None:
+        starts.append(timer.now)
+        timer.now += poll_seconds  # the poll itself takes this long
+
+    watcher = ScriptedWatcher(0.0, during=during)
+    await bounded(poll_loop(feed_on(watcher), cadence, print, print, polls=4))
+    assert cadence.delays == [expected_delay] * 3
+    periods = [round(b - a, 6) for a, b in itertools.pairwise(starts)]
+    # A poll shorter than the interval: polls start an interval apart; a longer one: back to back, never overlapping.
+    assert periods == [max(1.0, poll_seconds)] * 3
+
+
+def test_a_paused_cadence_waits_a_whole_interval_and_a_late_one_none():
+    timer = FakeTimer()
+    cadence = Cadence(2.0, timer=timer)
+    assert cadence.delay(None) == 2.0
+    timer.now += 0.5
+    assert cadence.delay(timer.now - 0.5) == 1.5
+    assert cadence.delay(timer.now - 3.0) == 0.0
+
+
+async def test_a_late_poll_starts_the_next_at_once_on_the_real_cadence():
+    cadence = Cadence(0.05)
+    watcher = ScriptedWatcher(0.0, during=lambda n: time.sleep(0.08))  # longer than the interval
+    views: list = []
+    await bounded(poll_loop(feed_on(watcher), cadence, views.append, print, polls=3))
+    assert len(views) == 3

@@ -117,10 +117,17 @@ async def test_prometheus_source_agrees_with_direct_scrape(vllm_server, promethe
     await all_scraped_after(live, time.time())
     final = (await watcher.poll()).figures
     window = final.at - first.at
-    through = {}
+    through, top_k = {}, {}
     for job, selector in SELECTORS.items():
         source = PrometheusSource(prometheus_server.url, selector, window_seconds=window, timeout=5.0)
         through[job] = await source.collect(final.at)
+        await source.aclose()
+        # The top-k view a fleet past the limit gets (overview, fleet aggregates, picks, restricted detail),
+        # on the same Prometheus at the same instant: its PromQL must parse and give the very same figures.
+        source = PrometheusSource(prometheus_server.url, selector, window_seconds=window, timeout=5.0, detail_all=0)
+        source.top_k_view = True
+        top_k[job] = await source.collect(final.at)
+        assert source.top_k_view and source.last_queries == 8, job
         await source.aclose()
     await watcher.aclose()
     for source in live.values():
@@ -158,6 +165,18 @@ async def test_prometheus_source_agrees_with_direct_scrape(vllm_server, promethe
         assert queried.kv_usage == direct.kv_usage == 0.0  # found under this job's KV name, not unknown
         assert queried.kv_capacity_tokens == direct.kv_capacity_tokens == NUM_BLOCKS * 128
         assert queried.prefix_hit_share is not None
+
+        # The top-k view: the one replica is picked, so its figures and the fleet's match the full refresh's.
+        viewed = top_k[job]
+        assert viewed.source_error == "", (job, viewed.source_error)
+        (picked_replica,) = viewed.replicas
+        for name in (*COMPARED, "running", "waiting", "kv_usage", "kv_capacity_tokens", "prefix_hit_share"):
+            a, b = getattr(queried, name), getattr(picked_replica, name)
+            assert a == pytest.approx(b, rel=1e-9), f"{job} top-k view {name}: {b} vs {a}"
+        for name in (*COMPARED, "running", "waiting", "kv_usage"):
+            a, b = getattr(figures.fleet, name), getattr(viewed.fleet, name)
+            assert a == pytest.approx(b, rel=1e-9), f"{job} top-k view fleet {name}: {b} vs {a}"
+        assert viewed.fleet.requests_per_second_by_reason == pytest.approx(figures.fleet.requests_per_second_by_reason)
 
     # The rewritten jobs really hold only the other spellings.
     assert await series_names(prometheus_server.url, f'{{job="{ESCAPED_JOB}", __name__=~"vllm:.+"}}') == []
