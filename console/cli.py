@@ -12,7 +12,20 @@ from console.errors import UserError
 from console.text import printable
 
 # Order is the order `capcon --help` lists them.
-VERBS = ("plan", "watch", "record", "replay", "history", "export", "demo", "sim", "gateway")
+VERBS = (
+    "plan",
+    "rules",
+    "watch",
+    "record",
+    "replay",
+    "history",
+    "export",
+    "demo",
+    "sim",
+    "bench",
+    "gateway",
+    "overflow",
+)
 # Options whose value may begin with '-': a relative time (`--from -15m`), or a mistyped one
 # (`--from -2x`) that deserves the option's own message. argparse takes any such word for an
 # option and says "expected one argument", so `joined_values` writes them as `--from=-15m`.

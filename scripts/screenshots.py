@@ -87,6 +87,42 @@ async def shoot(out: Path) -> list[Path]:
             saved.append(Path(app.save_screenshot("demo-faults-100x30.svg", str(out))))
     recorder.close()
     saved.append(await shoot_replay(history, plans[0].name, out))
+    saved += await shoot_overflow(plans[0], out)
+    return saved
+
+
+async def shoot_overflow(plan, out: Path) -> list[Path]:
+    """`capcon demo`'s overflow story: the fleet behind its gateway saturated at the peak in pass, the panel
+    suggesting the plan's mode; then the switch dialog at 80x24 once the bounded queue is applied."""
+    from dataclasses import replace
+
+    from console.gateway.demo_front import demo_front
+
+    saved: list[Path] = []
+    async with (
+        SimFleet(plan, replicas=5, seed=3, speed=60.0, start_week_seconds=9 * 3600 + 45 * 60, traffic="off") as sim,
+        demo_front(plan, sim) as front,
+    ):
+        handle = replace(handle_for(sim, front.plan), gateways=(front.gateway.url,))
+        app = ConsoleApp([handle], interval=1.0, demo=sim, theme=DEFAULT_THEME, environ=front.environ, actor="alice")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await run_for(pilot, 5)
+            sim.spike(3.0, 180.0)
+            for _ in range(900):  # until the flags rise and the panel suggests the plan's mode (at most 90 s)
+                lines = app.screen.query("OverflowPanel")
+                if lines and "plan says" in str(lines.first().content):
+                    break
+                await run_for(pilot, 0.1)
+            await run_for(pilot, 1)
+            saved.append(Path(app.save_screenshot("overflow-120x40.svg", str(out))))
+            await pilot.resize_terminal(80, 24)
+            await pilot.press("m")
+            await run_for(pilot, 1)
+            await pilot.press("2", "tab", "tab", "tab", "tab", *"spike at the peak: shed the excess", "enter")
+            await run_for(pilot, 0.5)
+            await pilot.press("enter")
+            await run_for(pilot, 3)
+            saved.append(Path(app.save_screenshot("overflow-switch-80x24.svg", str(out))))
     return saved
 
 

@@ -138,14 +138,27 @@ def demo_handle(sim, plan, window_seconds: float, interval_seconds: float):
 
 async def _demo(plan, args, path=None) -> int:
     """The console on a simulated fleet; recording to `path` when given (--db)."""
+    from dataclasses import replace
+
     from console.commands.recording import recording
+    from console.gateway.demo_front import demo_front
     from console.sim.fleet import SimFleet
     from console.tui.app import DEFAULT_THEME, ConsoleApp
 
-    async with SimFleet(
-        plan, replicas=args.replicas, speed=args.time_scale, seed=args.seed, start_week_seconds=args.start
-    ) as sim:
-        handle = demo_handle(sim, plan, args.window, args.interval)
+    # The traffic goes through a real gateway (and a second simulator as the hosted endpoint), so the
+    # overflow switch (m) acts on it; the replicas are scraped directly, as a fleet is.
+    async with (
+        SimFleet(
+            plan,
+            replicas=args.replicas,
+            speed=args.time_scale,
+            seed=args.seed,
+            start_week_seconds=args.start,
+            traffic="off",
+        ) as sim,
+        demo_front(plan, sim, path) as front,
+    ):
+        handle = replace(demo_handle(sim, front.plan, args.window, args.interval), gateways=(front.gateway.url,))
         with recording(path, args, [handle], "demo") as recorder:
             app = ConsoleApp(
                 [handle],
@@ -154,6 +167,7 @@ async def _demo(plan, args, path=None) -> int:
                 demo=sim,
                 theme=args.theme or DEFAULT_THEME,
                 recorder=recorder,
+                environ=front.environ,
             )
             await app.run_async()
     return int(app.return_code or 0)

@@ -9,6 +9,9 @@ from bisect import bisect_right
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+from console.commands.history_overflow import as_json as overflow_json
+from console.commands.history_overflow import overflow_days
+from console.commands.history_overflow import table as overflow_table
 from console.errors import UserError
 from console.fleet import format as fmt
 from console.fleet.hourly import (
@@ -293,6 +296,7 @@ def run(args) -> int:
     try:
         with reading_errors(store.path):
             reports, start, end, note, plans = _read(args, store, now, default_from, chosen_zone, file_plan, compare)
+            modes = {} if compare else overflow_days(store, reports, start, end)
     finally:
         store.close()
     if note and not args.json:
@@ -301,7 +305,7 @@ def run(args) -> int:
         fits = [(fleet, zone, hours, fit_week(hours, file_plan, zone)) for fleet, zone, _, hours, _ in reports]
         _print_fits(args, start, end, file_plan, fits, note)
         return 0
-    _print_summaries(args, by, start, end, reports, plans.unreadable, note)
+    _print_summaries(args, by, start, end, reports, plans.unreadable, note, modes)
     return 0
 
 
@@ -416,7 +420,8 @@ def _trimmed(args, rows: list[Summary]) -> list[Summary]:
     return rows if first is None else rows[first:]
 
 
-def _print_summaries(args, by, start, end, reports, unreadable, note=None) -> None:
+def _print_summaries(args, by, start, end, reports, unreadable, note=None, modes=None) -> None:
+    modes = modes or {}
     if args.json:
         out = {"from": iso_when(start), "to": iso_when(end), "by": by, "fleets": []}
         for fleet, zone, plan, hours, _ in reports:
@@ -430,6 +435,8 @@ def _print_summaries(args, by, start, end, reports, unreadable, note=None) -> No
                     "rows": [_row_json(r, zone) for r in rows],
                 }
             )
+            if fleet in modes:  # only with gateway tallies: a history without them reads as before
+                out["fleets"][-1]["overflow_modes"] = overflow_json(modes[fleet], zone)
         notes = ([note] if note else []) + [f"a recorded plan could not be read: {text}" for text in unreadable]
         if notes:
             out["notes"] = notes
@@ -444,6 +451,8 @@ def _print_summaries(args, by, start, end, reports, unreadable, note=None) -> No
                 f"; recorded from {format_when(first, zone)} to {format_when(last, zone)}" if first is not None else ""
             )
             print(f"fleet {fleet}: no samples from {span}{recorded}")
+            if fleet in modes:
+                print(overflow_table(modes[fleet], zone))
             continue
         rows = _trimmed(args, hours if by == "hour" else day_summaries(hours, start, end, zone))
         if args.start is None:
@@ -460,6 +469,8 @@ def _print_summaries(args, by, start, end, reports, unreadable, note=None) -> No
             print(
                 f"{restarts} replica restart{'s' if restarts != 1 else ''} in the span: counts resume from each new process start."
             )
+        if fleet in modes:
+            print(overflow_table(modes[fleet], zone))
     for text in unreadable:
         print(f"note: a recorded plan could not be read ({text}); its hours show no load", file=sys.stderr)
 

@@ -29,6 +29,7 @@ from console.live.handle import FleetHandle
 from console.live.loop import Cadence, poll_loop
 from console.live.setup import add_source_options, fleet_handles, load_plans
 from console.metrics.figures import FleetFigures
+from console.targets import targets_from
 from console.text import printable
 
 # --once --fail-on: exit codes beside 0 done, 1 no target answered, 2 bad input.
@@ -69,6 +70,14 @@ def add_parser(sub):
         help="plan file(s); each plan's fleet section names its targets; several plans open an overview of the fleets",
     )
     add_source_options(parser, "the console and the history")
+    parser.add_argument(
+        "--gateway",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a capcon gateway in front of the fleet (its main listener, whose /metrics the console reads); "
+        "repeat for each; default: the plan's fleet.gateways",
+    )
     parser.add_argument(
         "--interval",
         type=float,
@@ -136,6 +145,8 @@ def check_options(args) -> None:
         raise UserError("--fail-on: only with --once (the console shows its flags; it has no exit status for them)")
     if args.keep_raw is not None or args.keep_minutes is not None:
         retention_of(args)  # checked before any fleet is watched
+    if args.gateway:
+        targets_from(args.gateway)  # an address that cannot be one is refused before the console opens
 
 
 def run(args) -> int:

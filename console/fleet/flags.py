@@ -18,7 +18,9 @@ section that explains it with `_see`; tests/test_docs.py checks the names are he
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Literal
 
 from console.fleet.plan_now import PlanNow
@@ -121,9 +123,17 @@ class Tracker:
 
 @dataclass(frozen=True)
 class FlagState:
+    """The trackers after one evaluate; what screens read of them is built once per state, on first use.
+
+    `active`, `pending` and the worst severity per subject are cached: the console reads them
+    for every row and widget of a refresh, and at 10,000 flagged replicas rebuilding and sorting
+    them per read made a refresh cost replicas x flags. The trackers are never mutated, so a
+    cached answer stays right for the state's life.
+    """
+
     trackers: dict[str, Tracker] = field(default_factory=dict)  # never mutated: evaluate builds a new one
 
-    @property
+    @cached_property
     def active(self) -> tuple[Flag, ...]:
         flags = [
             Flag(i, t.kind, t.subject, t.severity, t.pending_since, t.why, t.todo)
@@ -132,7 +142,7 @@ class FlagState:
         ]
         return tuple(sorted(flags, key=lambda f: (-SEVERITY_RANK[f.severity], f.since, f.id)))
 
-    @property
+    @cached_property
     def pending(self) -> tuple[Pending, ...]:
         """Conditions that hold but have not lasted long enough yet, worst first, then oldest."""
         found = [
@@ -142,9 +152,26 @@ class FlagState:
         ]
         return tuple(sorted(found, key=lambda p: (-SEVERITY_RANK[p.severity], p.since, p.id)))
 
+    @cached_property
+    def worst_active(self) -> dict[str, Severity]:
+        """Each subject's worst active severity (subjects without an active flag are absent)."""
+        return worst_by_subject(self.active)
+
+    @cached_property
+    def worst_pending(self) -> dict[str, Severity]:
+        """Each subject's worst pending severity."""
+        return worst_by_subject(self.pending)
+
     def worst_for(self, subject: str) -> Severity | None:
-        found = [f.severity for f in self.active if f.subject == subject]
-        return max(found, key=SEVERITY_RANK.__getitem__, default=None)
+        return self.worst_active.get(subject)
+
+
+def worst_by_subject(items: tuple[Flag, ...] | tuple[Pending, ...]) -> dict[str, Severity]:
+    """Each subject's worst severity, in one pass: the items are sorted worst first, so the first seen wins."""
+    found: dict[str, Severity] = {}
+    for item in items:
+        found.setdefault(item.subject, item.severity)
+    return found
 
 
 def worst(flags: tuple[Flag, ...]) -> Flag | None:
@@ -174,6 +201,14 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms"
 
 
+# Every `todo` that asks for the overflow policy holds these words: a console that can switch it names its key.
+OVERFLOW_ADVICE = "overflow policy"
+
+
+def asks_for_overflow(todo: str) -> bool:
+    return OVERFLOW_ADVICE in todo
+
+
 def _overflow(plan: PlanNow | None) -> str:
     if plan is None:
         return "the overflow policy chosen in advance"
@@ -185,7 +220,9 @@ def _see(section: str) -> str:
     return f"(docs/method.md, '{section}')"
 
 
-def _saturation(r: Figures, t: Thresholds, plan: PlanNow | None) -> Reading | None:
+def _saturation(
+    r: Figures, t: Thresholds, plan: PlanNow | None, tracked: Container[str] | None = None
+) -> Reading | None:
     if r.state not in SERVING:
         return None
     waiting, kv, pre = r.waiting, r.kv_usage, r.preemptions_per_second
@@ -200,6 +237,8 @@ def _saturation(r: Figures, t: Thresholds, plan: PlanNow | None) -> Reading | No
         parts.append(f"{waiting:.0f} waiting")
     if kv is not None:
         parts.append(f"KV {_pct(kv)}" + (f" with {pre:.2f} preemptions/s" if pre else ""))
+    if not _needed(queued or kv_full, "saturation", r.name, tracked):
+        return None
     return Reading(
         "saturation",
         r.name,
@@ -232,45 +271,68 @@ def _down_words(r: Figures, detail: str) -> tuple[str, str]:
     )
 
 
-def _replica_state(r: Figures, t: Thresholds) -> list[Reading]:
+def _replica_state(r: Figures, t: Thresholds, tracked: Container[str] | None = None) -> list[Reading]:
+    """Down, stale and restarted; a reading that neither raises nor steps a tracker is left out (`_needed`)."""
     detail = f" ({r.error})" if r.error else ""
     down = r.state in FAILED
-    why, todo = _down_words(r, detail)
-    return [
-        Reading(
-            "replica_down",
-            r.name,
-            raise_=down,
-            clear=not down,
-            severity="critical",
-            why=why,
-            todo=todo,
-            raise_after=t.down_after_seconds,
-        ),
-        Reading(
-            "replica_stale",
-            r.name,
-            raise_=r.state == ReplicaState.STALE,
-            clear=r.state != ReplicaState.STALE,
-            severity="warning",
-            why=f"{r.name}: no fresh data"
-            + (f" for {r.data_age_seconds:.0f} s" if r.data_age_seconds else "")
-            + detail,
-            todo="Figures for this replica are old: check the scrape target or Prometheus job before trusting them.",
-            raise_after=t.min_duration_seconds,
-        ),
-        Reading(
-            "replica_restarted",
-            r.name,
-            raise_=r.state == ReplicaState.RESTARTED,
-            clear=r.state != ReplicaState.RESTARTED,
-            severity="warning",
-            why=f"{r.name}: counters went down (the engine restarted){detail}",
-            todo="Find why it restarted (OOM, deploy, crash) before it happens at peak; its rates restart from zero.",
-            raise_after=0.0,
-            hold=t.restart_hold_seconds,
-        ),
-    ]
+    stale = r.state == ReplicaState.STALE
+    restarted = r.state == ReplicaState.RESTARTED
+    found = []
+    if _needed(down, "replica_down", r.name, tracked):
+        why, todo = _down_words(r, detail)
+        found.append(
+            Reading(
+                "replica_down",
+                r.name,
+                raise_=down,
+                clear=not down,
+                severity="critical",
+                why=why,
+                todo=todo,
+                raise_after=t.down_after_seconds,
+            )
+        )
+    if _needed(stale, "replica_stale", r.name, tracked):
+        found.append(
+            Reading(
+                "replica_stale",
+                r.name,
+                raise_=stale,
+                clear=not stale,
+                severity="warning",
+                why=f"{r.name}: no fresh data"
+                + (f" for {r.data_age_seconds:.0f} s" if r.data_age_seconds else "")
+                + detail,
+                todo="Figures for this replica are old: check the scrape target or Prometheus job before trusting "
+                "them.",
+                raise_after=t.min_duration_seconds,
+            )
+        )
+    if _needed(restarted, "replica_restarted", r.name, tracked):
+        found.append(
+            Reading(
+                "replica_restarted",
+                r.name,
+                raise_=restarted,
+                clear=not restarted,
+                severity="warning",
+                why=f"{r.name}: counters went down (the engine restarted){detail}",
+                todo="Find why it restarted (OOM, deploy, crash) before it happens at peak; its rates restart from "
+                "zero.",
+                raise_after=0.0,
+                hold=t.restart_hold_seconds,
+            )
+        )
+    return found
+
+
+def _needed(raised: bool, kind: str, subject: str, tracked: Container[str] | None) -> bool:
+    """Whether a per-replica reading can change the state: it raises, or a tracker of its id exists.
+
+    A reading that does not raise, for an id without a tracker, steps to nothing (`_step`), so
+    leaving it out is exact; it saves building thousands of readings per poll for healthy replicas.
+    """
+    return raised or tracked is None or f"{kind}:{subject}" in tracked
 
 
 def _latency_drift(f: Figures, inputs: FlagInputs, t: Thresholds) -> Reading | None:
@@ -448,12 +510,14 @@ def _source(figures: FleetFigures) -> Reading:
     )
 
 
-def readings(inputs: FlagInputs, t: Thresholds) -> list[Reading]:
+def readings(inputs: FlagInputs, t: Thresholds, tracked: Container[str] | None = None) -> list[Reading]:
+    """Every rule's reading; with `tracked` (the ids that have a tracker), per-replica readings that
+    neither raise nor are tracked are left out: they would step to nothing."""
     figures, plan, fleet = inputs.figures, inputs.plan, inputs.figures.fleet
     found: list[Reading] = [_source(figures)]
     for replica in figures.replicas:
-        found += _replica_state(replica, t)
-        saturation = _saturation(replica, t, plan)
+        found += _replica_state(replica, t, tracked)
+        saturation = _saturation(replica, t, plan, tracked)
         if saturation is not None:
             found.append(saturation)
     drift = _latency_drift(fleet, inputs, t)
@@ -498,7 +562,7 @@ def _step(tracker: Tracker | None, reading: Reading | None, now: float) -> Track
 
 def evaluate(state: FlagState, inputs: FlagInputs, now: float, thresholds: Thresholds | None = None) -> FlagState:
     """The next flag state: pure, so replay and tests get exactly what the console showed."""
-    found = {r.id: r for r in readings(inputs, thresholds or Thresholds())}
+    found = {r.id: r for r in readings(inputs, thresholds or Thresholds(), state.trackers)}
     trackers: dict[str, Tracker] = {}
     for flag_id in list(state.trackers) + [i for i in found if i not in state.trackers]:
         stepped = _step(state.trackers.get(flag_id), found.get(flag_id), now)

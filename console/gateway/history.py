@@ -1,22 +1,32 @@
-"""Policy switches into capcon's history file (the events table `capcon export --what events` reads).
+"""Policy switches and what each mode did into capcon's history file (the events `capcon export --what events` reads).
 
+Every switch is an `overflow_switch` event; every minute, at each switch and at stop, the period just
+ended is an `overflow_tally` event (console/overflow/tally.py), which `capcon history` sums per day.
 SQLite is written from one worker thread, so a slow disk never stalls the event loop;
 the file is opened at start, so a bad --db is refused before the gateway listens.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from console.overflow.tally import KIND as TALLY_KIND
+from console.overflow.tally import Tally
+
 log = logging.getLogger("capcon.gateway")
 EVENT_KIND = "overflow_switch"
+TALLY_SECONDS = 60.0
 
 
 class SwitchHistory:
-    def __init__(self, path: str, fleet: str) -> None:
+    def __init__(self, path: str, fleet: str, tally_seconds: float = TALLY_SECONDS) -> None:
         self.path = path
         self.fleet = fleet
+        self.tally_seconds = tally_seconds
+        self._tally = Tally()
+        self._tally_task: asyncio.Task | None = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="capcon-gateway-history")
         self._store = None
         self._pending: list[Future] = []
@@ -30,16 +40,48 @@ class SwitchHistory:
 
         self._store = Store.open(self.path)
 
-    def write(self, at: float, subject: str, detail: dict) -> None:
+    def write(self, at: float, subject: str, detail: dict, kind: str = EVENT_KIND) -> None:
         """Queue the event; a failure is logged (the switch itself stands)."""
         self._pending = [f for f in self._pending if not f.done()]
-        self._pending.append(self._pool.submit(self._write, at, subject, detail))
+        self._pending.append(self._pool.submit(self._write, at, subject, detail, kind))
 
-    def _write(self, at: float, subject: str, detail: dict) -> None:
+    def _write(self, at: float, subject: str, detail: dict, kind: str = EVENT_KIND) -> None:
         try:
-            self._store.write_event(at, kind=EVENT_KIND, fleet=self.fleet, subject=subject, detail=detail)
+            self._store.write_event(at, kind=kind, fleet=self.fleet, subject=subject, detail=detail)
         except Exception as error:  # noqa: BLE001 - the history is a record, not a reason to stop serving
-            log.warning("overflow switch not written to the history file %s: %s", self.path, error)
+            log.warning("%s not written to the history file %s: %s", kind, self.path, error)
+
+    # --- what each mode did ---------------------------------------------------------
+
+    def start_tallies(self, gateway) -> None:
+        """Open the first period and close one every `tally_seconds` (a console.gateway.server.Gateway)."""
+        self._tally.begin(gateway.clock(), gateway.current.mode, totals(gateway))
+        self._tally_task = asyncio.create_task(self._every_period(gateway), name="capcon-gateway-tally")
+
+    async def _every_period(self, gateway) -> None:
+        while True:
+            await asyncio.sleep(self.tally_seconds)
+            gateway.policy()  # an expiry due is applied first: its period closes at the switch
+            self.close_period(gateway, gateway.clock(), gateway.current.mode)
+
+    def close_period(self, gateway, at: float, next_mode: str) -> None:
+        """Write the period ending at `at` (nothing if none is open), then open one in `next_mode`."""
+        now = totals(gateway)
+        detail = self._tally.close(at, now)
+        if detail is not None:
+            detail["gateway"] = gateway.url
+            self.write(at, f"{detail['mode']} {detail['seconds']:.0f} s", detail, kind=TALLY_KIND)
+        if self._tally.mode is not None:
+            self._tally.begin(at, next_mode, now)
+
+    def stop_tallies(self, gateway) -> None:
+        """The last period, at stop; no period is opened after it."""
+        if self._tally_task is not None:
+            self._tally_task.cancel()
+            self._tally_task = None
+        if self._tally.mode is not None:
+            self.close_period(gateway, gateway.clock(), gateway.current.mode)
+            self._tally.mode = None
 
     def close(self) -> None:
         """Write what is queued, then close the file."""
@@ -51,3 +93,16 @@ class SwitchHistory:
 
         self._pool.submit(finish).result()
         self._pool.shutdown(wait=True)
+
+
+def totals(gateway) -> dict:
+    """The gateway's counters since it started, as a tally reads them."""
+    out: dict = dict.fromkeys(("local", "hosted", "rejected", "timed_out", "deferred"), 0)
+    for (outcome, _), n in gateway.counts.items():
+        if outcome in out:
+            out[outcome] += n
+    tokens = gateway.hosted_usage["prompt_tokens"] + gateway.hosted_usage["completion_tokens"]
+    price = gateway.config.hosted_price_per_million
+    out["hosted_tokens"] = tokens
+    out["hosted_cost_dollars"] = tokens * price / 1e6 if price is not None else None
+    return out

@@ -245,6 +245,8 @@ class Gateway:
         if self.discovery is not None:
             self._discovery_task = asyncio.create_task(self._discovery_loop(), name="capcon-gateway-discovery")
         self._arm_expiry()
+        if config.history is not None:
+            config.history.start_tallies(self)  # what each mode did, a period a minute (capcon history)
 
     async def stop(self, drain_timeout: float | None = None) -> None:
         """Stop accepting; answer every queued request 503 (shutting down); let leases end, up to the drain timeout."""
@@ -300,6 +302,7 @@ class Gateway:
                 await session.close()
         history = self.config.history
         if history is not None:
+            history.stop_tallies(self)
             await asyncio.get_running_loop().run_in_executor(None, history.close)
 
     # ------------------------------------------------------------------ load and leases
@@ -474,6 +477,7 @@ class Gateway:
         )
         history = self.config.history
         if history is not None:
+            history.close_period(self, now, new.mode)  # the old mode's period ends at the switch
             history.write(
                 now,
                 f"{old.mode} -> {new.mode}",

@@ -7,7 +7,7 @@
     capcon_gateway_in_flight{replica}               leases held on each replica (read at scrape time)
     capcon_gateway_replica_healthy{replica}         1 healthy, 0 skipped
     capcon_gateway_retry_after_seconds              Retry-After given (histogram)
-    capcon_gateway_policy_info{mode, actor, ...}    the policy in force
+    capcon_gateway_policy_info{mode, actor, ...}    the policy in force (mode, actor, from_plan, set_at, expires_at)
     capcon_gateway_mode{mode}                       1 for the mode in force, 0 for the others
     capcon_gateway_hosted_tokens_total{kind}        prompt, completion: usage reported by the hosted endpoint
     capcon_gateway_hosted_cost_dollars_total        those tokens at --hosted-price-per-million
@@ -146,6 +146,7 @@ class Telemetry:
                 "mode": policy.mode,
                 "actor": policy.actor,
                 "from_plan": str(policy.from_plan).lower(),
+                "set_at": f"{policy.set_at:.0f}",  # since when: the console's header says it
                 "expires_at": "" if policy.expires_at is None else f"{policy.expires_at:.0f}",
             }
         )

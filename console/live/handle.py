@@ -27,6 +27,8 @@ class FleetHandle:
     # (UTC offset folded in); the demo runs a simulated week. Recorded with each poll, so a replay
     # reads the plan at the same moment.
     plan_clock: Callable[[float], float] | None = None
+    # The capcon gateways in front of the fleet, by the URL of their /metrics listener: watched beside it.
+    gateways: tuple[str, ...] = ()
 
     def plan_time(self, now: float) -> float | None:
         if self.plan is None:

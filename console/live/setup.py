@@ -81,10 +81,22 @@ def fleet_handles(args: argparse.Namespace, plans: Sequence[Plan]) -> list[Fleet
     """One handle per plan (each on its own fleet section), or one for the targets (or selector) given."""
     if len(plans) > 1:
         check_fleets(args, plans)
-        return [FleetHandle(plan.name, plan, fleet_watcher(args, [plan])) for plan in plans]
+        return [
+            FleetHandle(plan.name, plan, fleet_watcher(args, [plan]), gateways=gateway_urls(args, plan))
+            for plan in plans
+        ]
     plan = plans[0] if plans else None
     watcher = fleet_watcher(args, list(plans))
-    return [FleetHandle(fleet_name(args, plan, watcher.source), plan, watcher)]
+    return [FleetHandle(fleet_name(args, plan, watcher.source), plan, watcher, gateways=gateway_urls(args, plan))]
+
+
+def gateway_urls(args: argparse.Namespace, plan: Plan | None) -> tuple[str, ...]:
+    """The gateways watched beside the fleet: `--gateway` (one fleet) or the plan's fleet.gateways."""
+    given = tuple(getattr(args, "gateway", None) or ())
+    if given:
+        return given
+    fleet = plan.fleet if plan is not None else None
+    return tuple(g.url for g in fleet.gateways) if fleet is not None else ()
 
 
 def fleet_watcher(args: argparse.Namespace, plans: Sequence[Plan]) -> Watcher:
@@ -204,6 +216,10 @@ def check_fleets(args: argparse.Namespace, plans: Sequence[Plan]) -> None:
     if args.target:
         raise UserError(
             "--target with several plans: each plan's fleet section names its replicas; expected one plan, or no --target"
+        )
+    if getattr(args, "gateway", None):
+        raise UserError(
+            "--gateway with several plans: each plan's fleet.gateways names its own; expected one plan, or no --gateway"
         )
     if getattr(args, "name", None):
         raise UserError(

@@ -119,10 +119,11 @@ def parse_switch(body: object, plan_policy: Policy, now: float) -> Policy:
             "may not be sent to a hosted endpoint",
         )
     reason = body.get("reason")
-    if not isinstance(reason, str) or not reason.strip():
+    # Judged once cleaned: control characters alone are no reason (they clean to nothing).
+    if not isinstance(reason, str) or not _clean(reason, MAX_REASON):
         raise PolicyError("reason", "required: say why, in words (it goes to the history with the switch)")
     actor = body.get("actor", "unknown")
-    if not isinstance(actor, str) or not actor.strip():
+    if not isinstance(actor, str) or not _clean(actor, MAX_ACTOR):
         raise PolicyError("actor", f"got {_shown(actor)}; expected who switched, as text")
     changes = {
         "mode": mode,

@@ -112,6 +112,31 @@ class Overflow:
     hosted_key_env: str | None = None  # the hosted endpoint's API key
     hosted_price_per_million: float | None = None  # dollars per million hosted tokens
     deferrable_keys_env: str | None = None  # client API keys (comma-separated) whose requests are deferrable
+    admin_token_env: str | None = None  # the gateways' admin API token (`capcon overflow`, the console's switch)
+    # Who carries out a switch; None: the fleet's gateways, when the plan lists any.
+    actuators: tuple[Actuator, ...] | None = None
+
+
+ActuatorKind = Literal["gateway", "webhook", "command"]
+
+
+@dataclass(frozen=True)
+class Actuator:
+    """One way a policy switch is carried out: the gateways' admin APIs, a signed webhook, or a command."""
+
+    kind: ActuatorKind
+    url: str = ""  # webhook
+    secret_env: str | None = None  # webhook: the NAME of the variable holding the HMAC secret
+    argv: tuple[str, ...] = ()  # command
+    timeout_seconds: float = 10.0
+
+
+@dataclass(frozen=True)
+class GatewayAddress:
+    """A `capcon gateway` in front of the fleet: its main listener (/metrics) and its admin listener."""
+
+    url: str
+    admin_url: str | None = None  # None: watched, not switched
 
 
 @dataclass(frozen=True)
@@ -127,6 +152,7 @@ class FleetSource:
     targets: tuple[str, ...] = ()
     prometheus_url: str | None = None
     selector: str = ""  # PromQL label matchers, e.g. 'job="vllm"'
+    gateways: tuple[GatewayAddress, ...] = ()  # capcon gateways in front of it (switched when admin_url is set)
 
 
 @dataclass(frozen=True)

@@ -38,9 +38,11 @@ from console.plan.limits import (
 from console.plan.limits import number as bound_text
 from console.plan.model import (
     DAYS,
+    Actuator,
     Capacity,
     DataRules,
     FleetSource,
+    GatewayAddress,
     Gpu,
     KvPrecision,
     Model,
@@ -498,20 +500,55 @@ def _target(f: _Field) -> str:
 
 
 def _fleet(f: _Field) -> FleetSource:
-    s = f.mapping((), ("targets", "prometheus_url", "selector"))
+    s = f.mapping((), ("targets", "prometheus_url", "selector", "gateways"))
     if ("targets" in s) == ("prometheus_url" in s):
         raise f.fail("needs exactly one source", "targets (a list of URLs) or prometheus_url")
     if "selector" in s and "prometheus_url" not in s:
         raise s["selector"].fail("selector without prometheus_url", "selector only with prometheus_url")
+    gateways = _gateways(s["gateways"]) if "gateways" in s else ()
     if "targets" in s:
         items = s["targets"].sequence(what="a list of URLs")
         if not items:
             raise s["targets"].fail("an empty list", "at least one URL")
-        return FleetSource(targets=tuple(_target(item) for item in items))
+        return FleetSource(targets=tuple(_target(item) for item in items), gateways=gateways)
     return FleetSource(
         prometheus_url=_url(s["prometheus_url"]),
         selector=s["selector"].text() if "selector" in s else "",
+        gateways=gateways,
     )
+
+
+MAX_GATEWAYS = 64
+_GATEWAY_EXPECTED = "a gateway URL, or {url: ..., admin_url: ...} (its main and admin listeners)"
+
+
+def _gateway_url(f: _Field) -> str:
+    """http(s)://host:port, checked as a --target is (a gateway is asked for /metrics and its admin API)."""
+    _url(f)
+    return _target(f)
+
+
+def _gateways(f: _Field) -> tuple[GatewayAddress, ...]:
+    """`capcon gateway` instances in front of the fleet: a URL (watched only) or {url, admin_url} (also switched)."""
+    items = f.sequence(what=f"a list of gateways, each {_GATEWAY_EXPECTED}")
+    if not items:
+        raise f.fail("an empty list", "at least one gateway (or no gateways key)")
+    if len(items) > MAX_GATEWAYS:
+        raise f.fail(f"{len(items):,} gateways", f"at most {MAX_GATEWAYS}")
+    gateways = []
+    for item in items:
+        if isinstance(item.node, yaml.MappingNode):
+            g = item.mapping(("url",), ("admin_url",))
+            admin = g.get("admin_url")
+            gateway = GatewayAddress(_gateway_url(g["url"]), _gateway_url(admin) if admin is not None else None)
+        elif isinstance(item.node, yaml.ScalarNode):
+            gateway = GatewayAddress(_gateway_url(item))
+        else:
+            raise item.fail("got a list", _GATEWAY_EXPECTED)
+        if gateway in gateways:
+            raise item.fail(f"{masked_target(gateway.url)!r} listed twice", "each gateway once")
+        gateways.append(gateway)
+    return tuple(gateways)
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -548,7 +585,55 @@ _OVERFLOW_KEYS = (
     "hosted_key_env",
     "hosted_price_per_million",
     "deferrable_keys_env",
+    "admin_token_env",
+    "actuators",
 )
+ACTUATOR_KINDS = ("gateway", "webhook", "command")
+MAX_ACTUATORS = 16
+MAX_ARGV = 64
+_ACTUATOR_TIMEOUT = Limit(0.0, 300.0, "seconds", low_open=True)
+_ACTUATOR_EXPECTED = (
+    "gateway, {webhook: {url, secret_env, timeout_seconds}} or {command: {argv: [...], timeout_seconds}}"
+)
+
+
+def _actuator(f: _Field) -> Actuator:
+    if isinstance(f.node, yaml.ScalarNode):
+        if f.node.value != "gateway":
+            raise f.fail(f"got {_cut(f.node.value, quoted=True)}", _ACTUATOR_EXPECTED)
+        return Actuator("gateway")
+    if not isinstance(f.node, yaml.MappingNode) or len(f.node.value) != 1:
+        raise f.fail("not one actuator", _ACTUATOR_EXPECTED)
+    one = f.mapping((), ACTUATOR_KINDS)
+    kind, body = next(iter(one.items()))
+    if kind == "gateway":
+        if not body.is_null():
+            raise body.fail("settings for gateway", "gateway alone (its gateways are fleet.gateways)")
+        return Actuator("gateway")
+    if kind == "webhook":
+        w = body.mapping(("url", "secret_env"), ("timeout_seconds",))
+        timeout = w["timeout_seconds"].number(_ACTUATOR_TIMEOUT) if "timeout_seconds" in w else 5.0
+        return Actuator("webhook", url=_url(w["url"]), secret_env=_env_name(w["secret_env"]), timeout_seconds=timeout)
+    c = body.mapping(("argv",), ("timeout_seconds",))
+    words = c["argv"].sequence(what="a list of words: the program, then its arguments")
+    if not words:
+        raise c["argv"].fail("an empty list", "the program, then its arguments")
+    if len(words) > MAX_ARGV:
+        raise c["argv"].fail(f"{len(words):,} words", f"at most {MAX_ARGV}")
+    timeout = c["timeout_seconds"].number(_ACTUATOR_TIMEOUT) if "timeout_seconds" in c else 10.0
+    return Actuator("command", argv=tuple(w.name(max_length=4096) for w in words), timeout_seconds=timeout)
+
+
+def _actuators(f: _Field) -> tuple[Actuator, ...]:
+    items = f.sequence(what=f"a list of actuators, each {_ACTUATOR_EXPECTED}")
+    if not items:
+        raise f.fail("an empty list", "at least one actuator (or no actuators key: the fleet's gateways)")
+    if len(items) > MAX_ACTUATORS:
+        raise f.fail(f"{len(items):,} actuators", f"at most {MAX_ACTUATORS}")
+    actuators = tuple(_actuator(item) for item in items)
+    if sum(a.kind == "gateway" for a in actuators) > 1:
+        raise f.fail("gateway listed twice", "each actuator once")
+    return actuators
 
 
 def _overflow(f: _Field | None, data: DataRules) -> Overflow:
@@ -572,6 +657,8 @@ def _overflow(f: _Field | None, data: DataRules) -> Overflow:
             else None
         ),
         deferrable_keys_env=_env_name(o["deferrable_keys_env"]) if "deferrable_keys_env" in o else None,
+        admin_token_env=_env_name(o["admin_token_env"]) if "admin_token_env" in o else None,
+        actuators=_actuators(o["actuators"]) if "actuators" in o else None,
     )
     if overflow.hosted_url is None:
         for key in ("hosted_key_env", "hosted_price_per_million"):

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from console.fleet.overflow import ATTEMPT_KIND, SWITCH_KIND, SwitchNote, notes_from_events
 from console.fleet.view import FleetView
 from console.replay import MAX_SPEED, MIN_SPEED
 from console.replay.fleet_replay import WARMUP_SECONDS, FleetReplay
@@ -52,6 +53,8 @@ class Frame:
     computed: int = 0  # polls fed for this move
     ended: bool = False  # this move reached the end of the recording
     note: str = ""
+    # Each fleet's overflow switches up to `at`, newest first: the flags panel's timeline, as it read live.
+    switches: tuple[tuple[SwitchNote, ...], ...] = ()
 
 
 def speed_words(speed: float) -> str:
@@ -82,6 +85,7 @@ class ReplayController:
         self.at = min(max(start if start is not None else self.start, self.start), self.end)
         self._wall = wall
         self._mark = wall()
+        self._switch_events = self._read_switch_events()
 
     def stop(self) -> None:
         """The console is closing: a move in progress stops at its next batch of polls."""
@@ -107,7 +111,23 @@ class ReplayController:
             computed,
             ended,
             note,
+            tuple(self._switches_of(f.recorded.name) for f in self.fleets),
         )
+
+    def _read_switch_events(self) -> dict[str, list[tuple[float, str, dict | None]]]:
+        """The recording's overflow switches (asked for, and taken by a gateway), by fleet: read once, and again
+        when the recording grows."""
+        with self.replay.lock:
+            events = self.replay.store.events(None, self.replay.end)
+        by_fleet: dict[str, list[tuple[float, str, dict | None]]] = {}
+        for event in events:
+            if event.kind in (ATTEMPT_KIND, SWITCH_KIND) and event.fleet is not None:
+                by_fleet.setdefault(event.fleet, []).append((event.at, event.kind, event.detail))
+        return by_fleet
+
+    def _switches_of(self, fleet: str) -> tuple[SwitchNote, ...]:
+        events = self._switch_events.get(fleet, [])
+        return notes_from_events([e for e in events if e[0] <= self.at])
 
     # --- moving (worker thread, one at a time) ------------------------------------
 
@@ -218,6 +238,7 @@ class ReplayController:
         if not self.replay.refresh():
             return False
         self.end = self.replay.end
+        self._switch_events = self._read_switch_events()
         return True
 
     def _end_words(self) -> str:

@@ -109,12 +109,39 @@ class SimFleet:
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
+    async def send_traffic_to(self, url: str) -> None:
+        """Send the plan's traffic as HTTP requests to `url` (a gateway in front of this fleet) from now on.
+
+        For a fleet started with traffic="off": the replicas must be up before a gateway can front them, and
+        the traffic must wait for the gateway. The week's clock starts here.
+        """
+        import aiohttp  # noqa: PLC0415 - only the HTTP mode needs a client
+
+        if self._traffic_task is not None:
+            raise RuntimeError("the fleet already sends its traffic")
+        self._session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=600),
+            # No pool limit of its own (aiohttp's default is 100 connections): the generator bounds what is in
+            # flight (MAX_HTTP_IN_FLIGHT per target), and a spike must reach the fleet whole.
+            connector=aiohttp.TCPConnector(limit=0),
+        )
+        self._http_targets = [HttpTarget(url, self._session, model=self.shape.model_name)]
+        max_len = min(self.shape.max_model_len, self.shape.kv_capacity_tokens)
+        self.traffic = TrafficGenerator(self.plan.workloads, self._http_targets, max_len, **self._generator_args)
+        self.mode = "http"
+        self._traffic_task = asyncio.create_task(self.traffic.run(), name="sim-traffic")
+
     async def _targets(self) -> Sequence[Target]:
         if self.mode != "http":
             return self.replicas
         import aiohttp  # noqa: PLC0415 - only the HTTP mode needs a client
 
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600))
+        self._session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=600),
+            # No pool limit of its own (aiohttp's default is 100 connections): the generator bounds what is in
+            # flight (MAX_HTTP_IN_FLIGHT per target), and a spike must reach the fleet whole.
+            connector=aiohttp.TCPConnector(limit=0),
+        )
         self._http_targets = [HttpTarget(r.url, self._session) for r in self.replicas]
         return self._http_targets
 
@@ -126,6 +153,11 @@ class SimFleet:
         """
         for replica in self.replicas:
             replica.halt()
+        await self.stop_traffic()
+        await asyncio.gather(*(replica.stop() for replica in self.replicas))
+
+    async def stop_traffic(self) -> None:
+        """Send nothing more, and give up what is in flight (a gateway in front sees its clients leave)."""
         if self._traffic_task is not None:
             self._traffic_task.cancel()
             try:
@@ -139,7 +171,6 @@ class SimFleet:
         if self._session is not None:
             await self._session.close()
             self._session = None
-        await asyncio.gather(*(replica.stop() for replica in self.replicas))
 
     # ---- controls ----
 

@@ -270,9 +270,10 @@ class TrafficGenerator:
 class HttpTarget(Target):
     """Sends each request as a real `/v1/completions` call (prompt as token ids, not streamed)."""
 
-    def __init__(self, url: str, session, on_done: Callable[[bool], None] | None = None):
+    def __init__(self, url: str, session, on_done: Callable[[bool], None] | None = None, model: str = ""):
         self.url = url
         self.session = session  # an aiohttp.ClientSession
+        self.model = model  # "" for a replica (it serves one model); a gateway checks the name
         self.in_flight = 0
         self.on_done = on_done
         self.tasks: set[asyncio.Task] = set()
@@ -287,17 +288,19 @@ class HttpTarget(Target):
     def send(self, prompt: int, answer: int, max_tokens: int, kind: str) -> bool:
         if len(self.tasks) >= MAX_HTTP_IN_FLIGHT:
             return False
-        body = {"model": "", "prompt": [1] * prompt, "max_tokens": max_tokens, "user": kind}
-        task = asyncio.create_task(self._post(body))
+        body = {"model": self.model, "prompt": [1] * prompt, "max_tokens": max_tokens, "user": kind}
+        task = asyncio.create_task(self._post(body, kind))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return True
 
-    async def _post(self, body: dict) -> None:
+    async def _post(self, body: dict, kind: str = "interactive") -> None:
         self.in_flight += 1
         ok = False
+        # A gateway in front tells deferrable work by this header (console/overflow/clients.py).
+        headers = {"x-capcon-class": "deferrable"} if kind == "deferrable" else None
         try:
-            async with self.session.post(f"{self.url}/v1/completions", json=body) as response:
+            async with self.session.post(f"{self.url}/v1/completions", json=body, headers=headers) as response:
                 await response.read()
                 ok = response.status == 200
             self.healthy = True

@@ -7,23 +7,28 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual.app import App
 from textual.binding import Binding
 
+from console.errors import UserError
+from console.fleet.overflow import MAX_NOTES, SwitchNote, note_line, policy_words, seen_switch
 from console.fleet.view import FleetView
 from console.live.defaults import DEFAULT_INTERVAL_SECONDS
+from console.live.gateways import GatewayView
 from console.live.handle import FleetHandle
 from console.plan.model import DAYS
 from console.text import printable
 from console.tui.demo import Demo, DemoControls
 from console.tui.drivers import Driver, LiveDriver, RecordedFleetLabel, ReplayDriver
-from console.tui.messages import PollFailed, ViewUpdated
+from console.tui.messages import GatewaysUpdated, PollFailed, ViewUpdated
 from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.fault_screen import FaultMenu, FaultScreen
 from console.tui.screens.fleet_screen import FleetScreen
@@ -38,6 +43,8 @@ if TYPE_CHECKING:
 
 # Follows the terminal's own 16-colour palette, which is what an SSH session has.
 DEFAULT_THEME = "ansi-dark"
+# After SIGHUP the console leaves cleanly if it can, and is gone this long after it whatever it computes.
+HANGUP_GRACE_SECONDS = 1.5
 
 
 class ConsoleApp(App):
@@ -45,7 +52,7 @@ class ConsoleApp(App):
     TITLE = "capcon"
     ENABLE_COMMAND_PALETTE = False
     # Actions that change something outside the console: `--read-only` dims them, in one place.
-    CHANGING_ACTIONS = frozenset({"spike", "fault"})
+    CHANGING_ACTIONS = frozenset({"spike", "fault", "overflow_switch"})
     DEMO_ACTIONS = frozenset({"spike", "fault"})
     # Offered by one kind of driver only (console.tui.drivers): the live keys, the replay keys.
     DRIVER_ACTIONS = LiveDriver.actions | ReplayDriver.actions
@@ -63,6 +70,7 @@ class ConsoleApp(App):
         Binding("o", "overview", "fleets", id="overview"),
         Binding("P", "plan", "plan", id="plan"),
         Binding("w", "save_screenshot", "screenshot", show=False, id="screenshot"),
+        Binding("m", "overflow_switch", "overflow", id="overflow-switch"),
         Binding("x", "spike", "spike", id="demo-spike"),
         Binding("f", "fault", "faults", id="demo-fault"),
         # Replay only (hidden in the live console by check_action).
@@ -91,24 +99,38 @@ class ConsoleApp(App):
         screenshot_dir: str | Path = ".",
         recorder: Any = None,
         replay: ReplayController | None = None,
+        admin_token_env: str | None = None,
+        actor: str | None = None,
+        environ: Mapping[str, str] | None = None,
+        gateway_watch: Callable[[FleetHandle], Any] | None = None,
     ) -> None:
         super().__init__()
         if not fleets:
             raise ValueError("the console needs at least one fleet")
         self.fleets = list(fleets)
         self.views: list[FleetView | None] = [None] * len(fleets)
+        # What each fleet's gateways did over the window (None: none watched, or not read yet).
+        self.gateway_views: list[GatewayView | None] = [None] * len(fleets)
+        # Each fleet's recent overflow switches, newest first: the flags panel's timeline.
+        self.switch_notes: list[tuple[SwitchNote, ...]] = [()] * len(fleets)
         self.errors: list[str] = [""] * len(fleets)
         self.read_only = read_only
+        # The overflow switch (key m): who switches, and where the gateways' admin token is read from.
+        self.admin_token_env = admin_token_env
+        self.actor = actor
+        self.environ = environ if environ is not None else os.environ
         self.screenshot_dir = Path(screenshot_dir)
         # Writes each poll to the history file on its own thread (console.store.recorder); None: not recording.
         self.recorder = recorder
         self._recorder_state: str | None = None  # the last state the operator was told about
+        self._hangup_before: Any = None  # the SIGHUP handler before the console's (console.tui.app._on_hangup)
         # Live polls, or `capcon replay` (a console.replay.controller.ReplayController): then the views
         # come from the recording and the app's clock is the replay clock (header age, trends, flags all read it).
         if replay is not None:
             self.driver: Driver = ReplayDriver(replay, float(interval))
         else:
-            self.driver = LiveDriver([h for h in self.fleets if isinstance(h, FleetHandle)], interval, clock)
+            handles = [h for h in self.fleets if isinstance(h, FleetHandle)]
+            self.driver = LiveDriver(handles, interval, clock, gateway_watch)
         self.clock = self.driver.now
         self.demo = Demo(demo, self.fleets[0].name, recorder, self.clock) if demo is not None else None
         if theme:
@@ -133,11 +155,7 @@ class ConsoleApp(App):
         self.driver.start(self)
         self.set_interval(1.0, self._redraw)  # the data age moves even when the figures do not
         self.set_interval(1.0, self._watch_recorder)
-        try:
-            # The SSH session went away: leave cleanly instead of writing to a dead terminal.
-            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.exit)
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass
+        self._hangup_before = _on_hangup(self)
 
     def recording_words(self) -> str | None:
         """The header's word on recording: None when not recording, else its state."""
@@ -172,12 +190,48 @@ class ConsoleApp(App):
             )
 
     async def on_unmount(self) -> None:
+        if self._hangup_before is not None:  # put back what was there (SIG_DFL unless a caller set one)
+            signal.signal(signal.SIGHUP, self._hangup_before)
+            self._hangup_before = None
         await self.driver.stop()
 
     def on_view_updated(self, message: ViewUpdated) -> None:
         self.views[message.index] = message.view
         self.errors[message.index] = ""
         self._redraw()
+
+    def on_gateways_updated(self, message: GatewaysUpdated) -> None:
+        index = message.index
+        before = self.gateway_views[index]
+        self.gateway_views[index] = message.view
+        seen = seen_switch(
+            before.figures.policy if before is not None else None, message.view.figures.policy, self.switch_notes[index]
+        )
+        if seen is not None:
+            self.note_switch(index, seen)
+        self._redraw()
+
+    def note_switch(self, index: int, note: SwitchNote) -> None:
+        self.switch_notes[index] = (note, *self.switch_notes[index])[:MAX_NOTES]
+        self._redraw()
+
+    def switch_lines(self, index: int) -> tuple[str, ...]:
+        return tuple(note_line(note, local_hhmm) for note in self.switch_notes[index])
+
+    def watches_gateways(self, index: int) -> bool:
+        handle = self.fleets[index]
+        return bool(getattr(handle, "gateways", ()))
+
+    def overflow_words(self, index: int, now) -> str | None:
+        """The header's overflow word: the mode the gateways enforce (who, since, until) when they are watched,
+        else the plan's mode; None without either."""
+        if self.watches_gateways(index):
+            view = self.gateway_views[index]
+            if view is None or view.figures.answering == 0:
+                return "? (no gateway answering)"
+            return policy_words(view.figures.policy, local_hhmm)
+        handle = self.fleets[index]
+        return now.overflow_mode if now else (handle.plan.overflow.mode if handle.plan else None)
 
     def on_poll_failed(self, message: PollFailed) -> None:
         self.errors[message.index] = message.error
@@ -228,7 +282,7 @@ class ConsoleApp(App):
             read_only=self.read_only,
             demo_faults=self.demo_faults_on,
             error=self.errors[index] or (view.figures.source_error if view else ""),
-            overflow=now.overflow_mode if now else (handle.plan.overflow.mode if handle.plan else None),
+            overflow=self.overflow_words(index, now),
             plan_at=f"{DAYS[now.weekday].capitalize()} {now.hour:02d}:00" if now else None,
             recording=self.recording_words(),
             replay=self.driver.words(),
@@ -245,19 +299,28 @@ class ConsoleApp(App):
             return None  # shown dimmed: the operator sees it exists and is off
         if action == "overview" and len(self.fleets) < 2:
             return False
+        if action == "overflow_switch":
+            index = self._index_on_screen()
+            return index is not None and self.can_switch(index)
         # No plan to show here (the overview, or a fleet watched without a plan).
         return not (action == "plan" and self._fleet_on_screen() is None)
 
     def on_key(self, event) -> None:
         # A dimmed key reaches here because check_action refused it: say why instead of doing nothing.
-        if not self.read_only or self.demo is None:
+        if not self.read_only:
             return
         for binding in self.BINDINGS:
             if binding.action in self.CHANGING_ACTIONS and event.key in binding.key.split(","):
+                if binding.action != "overflow_switch" and self.demo is None:
+                    continue
+                index = self._index_on_screen()
+                if binding.action == "overflow_switch" and (index is None or not self.can_switch(index)):
+                    continue
+                what = "the gateways' overflow policy" if binding.action == "overflow_switch" else "the demo fleet"
                 event.stop()
                 self.clear_notifications()
                 self.notify(
-                    f"read-only: {event.character or event.key} ({binding.description}) would change the demo fleet;"
+                    f"read-only: {event.character or event.key} ({binding.description}) would change {what};"
                     " the console was started with --read-only",
                     severity="warning",
                     timeout=3,
@@ -285,6 +348,34 @@ class ConsoleApp(App):
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
+
+    def _index_on_screen(self) -> int | None:
+        screen = self._console_screen()
+        return screen.index if screen is not None else None
+
+    def can_switch(self, index: int) -> bool:
+        """A fleet whose overflow policy can be switched from here: gateways watched, or actuators in its plan."""
+        handle = self.fleets[index]
+        plan = handle.plan
+        return self.watches_gateways(index) or bool(plan is not None and plan.overflow.actuators)
+
+    def action_overflow_switch(self) -> None:
+        index = self._index_on_screen()
+        if index is None or not self.can_switch(index):
+            return
+        from console.tui.overflow_switch import switch_context  # noqa: PLC0415 - the switch's machinery when pressed
+
+        try:
+            context = switch_context(self, index)
+        except UserError as problem:
+            self.clear_notifications()
+            self.notify(
+                f"overflow switch unavailable: {printable(str(problem))}", severity="error", timeout=10, markup=False
+            )
+            return
+        from console.tui.screens.switch_screen import SwitchScreen  # noqa: PLC0415 - as above
+
+        self.push_screen(SwitchScreen(context))
 
     def _fleet_on_screen(self) -> int | None:
         screen = self._console_screen()
@@ -396,3 +487,33 @@ def open_console(fleets: list[FleetHandle], args: Any, demo: DemoControls | None
     )
     app.run()
     return int(app.return_code or 0)
+
+
+def local_hhmm(at: float) -> str:
+    """A time of day on the terminal's clock, as the flags panel writes its times."""
+    return time.strftime("%H:%M", time.localtime(at))
+
+
+def _on_hangup(app: ConsoleApp) -> Any:
+    """On SIGHUP (the SSH session or tmux went away) leave, within HANGUP_GRACE_SECONDS whatever runs.
+
+    A Python-level handler, not the event loop's: it runs in the main thread at the next bytecode,
+    even while a heavy refresh holds the loop, where a loop handler would wait its turn. It asks the
+    app to exit and arms a timer that ends the process if the exit has not finished by then (a dead
+    terminal can hold Textual's writer; the history file keeps every committed poll). Returns the
+    handler it replaced, SIG_DFL for one set outside Python (None when none can be installed here:
+    not the main thread).
+    """
+    loop = asyncio.get_running_loop()
+
+    def hung_up(signum: int, _frame: object) -> None:
+        timer = threading.Timer(HANGUP_GRACE_SECONDS, os._exit, args=(128 + signum,))
+        timer.daemon = True
+        timer.start()
+        loop.call_soon_threadsafe(app.exit)
+
+    try:
+        before = signal.signal(signal.SIGHUP, hung_up)
+    except (ValueError, AttributeError):  # not the main thread, or a platform without SIGHUP
+        return None
+    return before if before is not None else signal.SIG_DFL

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 
 from console.live.defaults import MIN_CONSOLE_INTERVAL_SECONDS
 from console.live.feed import PollFeed
+from console.live.gateways import GatewayView, GatewayWatch
 from console.live.handle import FleetHandle
 from console.live.loop import Cadence, failure_words, poll_loop
 from console.plan.model import Plan
 from console.text import printable
-from console.tui.messages import PollFailed, ViewUpdated
+from console.tui.messages import GatewaysUpdated, PollFailed, ViewUpdated
 
 if TYPE_CHECKING:
     from console.replay.controller import Frame, ReplayController
@@ -88,10 +89,21 @@ class LiveDriver(Driver):
 
     actions = frozenset({"poll_now", "slower", "faster"})
 
-    def __init__(self, fleets: list[FleetHandle], interval: float, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        fleets: list[FleetHandle],
+        interval: float,
+        clock: Callable[[], float] = time.time,
+        gateway_watch: Callable[[FleetHandle], GatewayWatch] | None = None,
+    ) -> None:
         self.fleets = fleets
         self.cadence = Cadence(max(float(interval), MIN_CONSOLE_INTERVAL_SECONDS))
         self.clock = clock
+        # The gateways in front of each fleet, read on the same cadence as its replicas.
+        watch = gateway_watch or (lambda h: GatewayWatch(h.gateways, h.watcher.window_seconds or 60.0, clock=clock))
+        self.gateways: dict[int, GatewayWatch] = {
+            index: watch(handle) for index, handle in enumerate(fleets) if handle.gateways
+        }
 
     @property
     def interval(self) -> float:
@@ -121,11 +133,28 @@ class LiveDriver(Driver):
                 group="polls",
                 exit_on_error=False,
             )
+        for index, watch in self.gateways.items():
+            app.run_worker(self._watch_gateways(app, index, watch), name=f"gateways-{index}", group="polls")
+
+    async def _watch_gateways(self, app: ConsoleApp, index: int, watch: GatewayWatch) -> None:
+        """The fleet's gateways on the fleets' cadence: a poll each interval, paused with them, never fatal."""
+        while not self.cadence.stopped:
+            started: float | None = None
+            if not self.cadence.paused:
+                started = self.cadence.timer()
+                try:
+                    view: GatewayView = await watch.poll()
+                except Exception:  # noqa: BLE001 - the panel shows unknown until the next poll; the console stays up
+                    pass
+                else:
+                    app.post_message(GatewaysUpdated(index, view))
+            await self.cadence.wait(started)
 
     async def stop(self) -> None:
-        for handle in self.fleets:
+        closing = [h.watcher for h in self.fleets] + list(self.gateways.values())
+        for watcher in closing:
             try:
-                await handle.watcher.aclose()
+                await watcher.aclose()
             except Exception:  # noqa: BLE001 - leaving anyway: a source that fails to close must not block the exit
                 pass
 
@@ -228,6 +257,8 @@ class ReplayDriver(Driver):
         app = self._app
         assert app is not None
         self.frame = frame
+        if frame.switches:
+            app.switch_notes = list(frame.switches)  # the timeline as it stood at the moment shown
         app.show_views(list(frame.views))
         if frame.note:
             app.clear_notifications()

@@ -5,12 +5,22 @@ from __future__ import annotations
 from textual.message import Message
 
 from console.fleet.view import FleetView
+from console.live.gateways import GatewayView
 
 
 class ViewUpdated(Message):
     """A poll finished: a new immutable view of one fleet."""
 
     def __init__(self, index: int, view: FleetView) -> None:
+        super().__init__()
+        self.index = index
+        self.view = view
+
+
+class GatewaysUpdated(Message):
+    """The fleet's gateways were read: what they did over the window, all of them as one."""
+
+    def __init__(self, index: int, view: GatewayView) -> None:
         super().__init__()
         self.index = index
         self.view = view

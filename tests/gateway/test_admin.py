@@ -148,3 +148,14 @@ async def test_the_state_never_shows_a_replica_urls_credentials(session):
             shown = await state(session, server)
     assert len(shown["replicas"]) == 1
     assert secret not in str(shown)  # neither the password nor the token, in names or URLs
+
+
+@pytest.mark.parametrize("field", ["reason", "actor"])
+async def test_control_characters_alone_are_no_reason_and_no_actor(session, field):
+    async with sim_fleet(1) as fleet, gateway(fleet.urls) as server:
+        before = server.policy()
+        body = {"mode": "pass", "reason": "spike", "actor": "alice", field: "\x1b\x07\t\x00\x7f"}
+        async with session.put(server.admin_url + "/admin/policy", json=body, headers=auth()) as response:
+            assert response.status == 400
+            assert (await response.json())["error"]["param"] == field
+        assert server.policy() == before

@@ -6,6 +6,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Input
 
+from console.fleet.overflow import SWITCH_KEY, panel_lines, suggestion
 from console.fleet.view import FilterError, parse_filter
 from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.replica_screen import ReplicaScreen
@@ -13,6 +14,7 @@ from console.tui.screens.sort_screen import SOURCE_ORDER, SortScreen, default_de
 from console.tui.widgets.console_header import ConsoleHeader
 from console.tui.widgets.flags_panel import FlagsPanel
 from console.tui.widgets.fleet_table import FleetTable
+from console.tui.widgets.overflow_panel import OverflowPanel
 from console.tui.widgets.plan_panel import PlanPanel
 from console.tui.widgets.scroll import ConsoleScroll
 from console.tui.widgets.trends_panel import TrendsPanel
@@ -71,6 +73,10 @@ class FleetScreen(ConsoleScreen):
             yield PlanPanel(id="plan")
             with Vertical(id="right"):
                 yield TrendsPanel(id="trends")
+                if self.app.watches_gateways(self.index):
+                    overflow = OverflowPanel(id="overflow")
+                    overflow.border_title = f"overflow · {SWITCH_KEY} switch"
+                    yield overflow
                 # Up and down choose replicas until Tab moves the focus here; then they scroll the flags.
                 with FlagsScroll(id="flags-scroll") as flags:
                     flags.border_title = FlagsScroll.TITLE
@@ -95,7 +101,21 @@ class FleetScreen(ConsoleScreen):
         self.query_one(PlanPanel).show(view)
         self.query_one(TrendsPanel).show(view.trends)
         over = sum(1 for row in view.rows if row.over) + (1 if view.total.over and not view.rows else 0)
-        self.query_one(FlagsPanel).show(view.flags, view.now, view.pending, planned=view.plan is not None, over=over)
+        if app.watches_gateways(self.index):
+            gateways = app.gateway_views[self.index]
+            figures = gateways.figures if gateways is not None else None
+            policy = figures.policy if figures is not None else None
+            suggest = suggestion(view.flags, view.figures.fleet, view.plan, policy)
+            self.query_one(OverflowPanel).show(panel_lines(figures, view.plan, suggest))
+        self.query_one(FlagsPanel).show(
+            view.flags,
+            view.now,
+            view.pending,
+            planned=view.plan is not None,
+            over=over,
+            switches=app.switch_lines(self.index),
+            switch_key=SWITCH_KEY if app.can_switch(self.index) else None,
+        )
 
     # --- actions -------------------------------------------------------------
 

@@ -19,6 +19,7 @@ s          sort menu (a key each)  r      reverse the sort
 Tab        to the flags panel and back (there up/down PgUp PgDn scroll)
 o          overview of all fleets  w      save an SVG screenshot
 n          poll now                P      the plan: week schedule, report
+m          overflow switch: mode, reason, expiry, then each gateway's answer
 x          demo only: traffic x3 for 60 s
 f          demo only: fault menu for the chosen replica (d down, r restart,
            s slow, e /metrics 500, h hang, g garbage; again clears; c clear

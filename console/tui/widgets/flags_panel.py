@@ -7,7 +7,7 @@ import time
 from rich.text import Text
 
 from console.fleet import format as fmt
-from console.fleet.flags import Flag, Pending, Thresholds
+from console.fleet.flags import Flag, Pending, Thresholds, asks_for_overflow
 from console.fleet.judge import fixed_words
 from console.text import printable
 from console.tui.widgets.diff_text import DiffText
@@ -63,16 +63,18 @@ class FlagsPanel(DiffText):
         pending: tuple[Pending, ...] = (),
         planned: bool = True,
         over: int = 0,
+        switches: tuple[str, ...] = (),
+        switch_key: str | None = None,
     ) -> None:
         """`planned`: a plan is known (without one only fixed thresholds are judged); `over`: rows with a cell
         over its limit now, so an empty list of flags is not read as all clear."""
         lines = tuple(_grouped(flags, now))
         width = self.size.width
         waiting = tuple(pending_lines(pending, now, width))
-        key = (lines, waiting, planned, over, width)
+        key = (lines, waiting, planned, over, width, switches, switch_key)
         if self._shown is not None and self._shown[1] == key:
             return
-        self._shown = ((flags, now, pending, planned, over), key)
+        self._shown = ((flags, now, pending, planned, over, switches, switch_key), key)
         # "Within its plan" only when no rule's condition holds at all, pending or shown, and no cell is over.
         clear = not flags and not pending and not over
         self.set_class(clear, "-clear")
@@ -97,12 +99,18 @@ class FlagsPanel(DiffText):
             headline.append(f" · {printable(subjects)} · {since[1]}")
             headlines.append(headline)
         headlines += [Text(line) for line in waiting]  # already packed to the width
+        # The overflow switches, newest first: who switched to what, and why, beside the flags they answer.
+        headlines += [Text(printable(line)) for line in switches]
+        if text.plain and headlines:
+            text.append("\n")
         text.append(Text("\n").join(headlines))
         for _severity, name, _subjects, since, why, todo in lines:
             text.append(f"\n\n{name}", style="bold")
             text.append(f" since {since[0]}")
             text.append(f"\n  why: {printable(why)}")
             text.append(f"\n  do:  {printable(todo)}")
+            if switch_key and asks_for_overflow(todo):
+                text.append(f" Key {switch_key} switches it here.", style="bold")
         self.show_text(text)
 
 
