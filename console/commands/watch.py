@@ -79,6 +79,15 @@ def add_parser(sub):
         "repeat for each; default: the plan's fleet.gateways",
     )
     parser.add_argument(
+        "--admin-token-env",
+        metavar="VAR",
+        help="console: the variable holding the gateways' admin token, for the overflow switch (key m); "
+        "default: the plan's overflow.admin_token_env; read only when m is pressed",
+    )
+    parser.add_argument(
+        "--actor", metavar="NAME", help="console: who switches overflow, in the history (default: user@host)"
+    )
+    parser.add_argument(
         "--interval",
         type=float,
         default=DEFAULT_INTERVAL_SECONDS,

@@ -484,6 +484,8 @@ def open_console(fleets: list[FleetHandle], args: Any, demo: DemoControls | None
         theme=getattr(args, "theme", None) or DEFAULT_THEME,
         screenshot_dir=getattr(args, "screenshot_dir", None) or ".",
         recorder=recorder,
+        admin_token_env=getattr(args, "admin_token_env", None),
+        actor=getattr(args, "actor", None),
     )
     app.run()
     return int(app.return_code or 0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from console.errors import UserError
 from console.fleet.overflow import SwitchNote
 from console.gateway.config import policy_from_plan
 from console.overflow.actuators import ActuatorAnswer, actuators_for, apply_all
@@ -28,6 +29,12 @@ def switch_context(app: ConsoleApp, index: int) -> SwitchContext:
     """What the dialog needs for fleet `index`; UserError saying why the switch cannot be offered."""
     handle = app.fleets[index]
     plan = handle.plan
+    listed = plan.fleet.gateways if plan is not None and plan.fleet is not None else ()
+    if not any(g.admin_url for g in listed) and not (plan is not None and plan.overflow.actuators):
+        raise UserError(
+            "no gateway admin API to switch: expected fleet.gateways entries with admin_url in the plan "
+            "(or overflow.actuators); --gateway only watches a gateway's /metrics"
+        )
     actuators = actuators_for(plan, None, app.admin_token_env, app.environ)
     view = app.views[index]
     replicas = max(1, len(view.rows)) if view is not None else 1

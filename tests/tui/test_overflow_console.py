@@ -141,7 +141,7 @@ async def test_a_switch_without_a_token_says_so_and_the_console_keeps_watching()
         await pilot.pause()
         assert not isinstance(app.screen, SwitchScreen)
         notes = [str(n.message) for n in app._notifications]
-        assert any(n.startswith("overflow switch unavailable: nothing to switch") for n in notes), notes
+        assert any(n.startswith("overflow switch unavailable: no gateway admin API") for n in notes), notes
 
 
 @contextlib.contextmanager
@@ -303,3 +303,43 @@ async def test_a_switch_made_elsewhere_shows_on_the_timeline_and_in_the_header()
             await pilot.pause()
             assert "pass by bob" in shown(app.screen.query_one("#flags"))
             assert "overflow pass by bob" in shown(app.screen.query_one("#header"))
+
+
+async def test_the_mode_fields_reach_the_gateway_and_its_refusal_is_shown():
+    async with sim_fleet(1) as fleet, gateway(fleet.urls, planned_cap=1) as server:
+        app = await live_app(switching_plan(fleet, server), fleet, [server])
+        async with app.run_test(size=(80, 24)) as pilot:
+            # defer, holding deferrable work: mode, max queue, max wait, deferrable, for, reason
+            dialog = await open_switch(pilot, app)
+            await pilot.press("4", "tab", "ctrl+u", *"7", "tab", "tab", "ctrl+u", *"hold", "tab", *"2h", "tab")
+            await pilot.press(*"batch later", "enter", "enter")
+            await until_answered(pilot, dialog)
+            assert dialog.answers[0].ok, dialog.answers
+            policy = server.policy()
+            assert (policy.mode, policy.defer_action, policy.max_queue) == ("defer", "hold", 7)
+            assert policy.expires_at == pytest.approx(policy.set_at + 7200)
+            await pilot.press("escape")
+            # hosted, on a gateway without a hosted endpoint: refused, and the dialog says why
+            dialog = await open_switch(pilot, app)
+            await pilot.press("3", "tab", "tab", "tab", "ctrl+u", *"5", "tab", "tab", *"try hosted", "enter", "enter")
+            await until_answered(pilot, dialog)
+            result = shown(dialog.query_one("#switch-result"))
+            assert "✖ 0 of 1 applied" in result and "prompts_may_leave is false" in result, result
+        assert server.policy().mode == "defer"  # the refusal changed nothing
+
+
+async def test_a_missing_admin_token_is_named_when_m_is_pressed(monkeypatch):
+    async with sim_fleet(1) as fleet, gateway(fleet.urls, planned_cap=1) as server:
+        app = await live_app(switching_plan(fleet, server), fleet, [server])
+        app.environ = {}  # TEST_ADMIN_TOKEN unset
+        async with app.run_test(size=(80, 24)) as pilot:
+            for _ in range(300):
+                if app.views[0] is not None:
+                    break
+                await pilot.pause(0.02)
+            await pilot.press("m")
+            await pilot.pause()
+            assert not isinstance(app.screen, SwitchScreen)
+            notes = [str(n.message) for n in app._notifications]
+            assert any("TEST_ADMIN_TOKEN" in n and "not set" in n for n in notes), notes
+            assert all(TOKEN not in n for n in notes)
