@@ -32,6 +32,11 @@ TITLES = {
 }
 
 
+# A flag or a pending rule over many replicas names this many (worst first, then oldest) and counts the rest: at
+# 10,000 replicas the panel's wrapped list of every name cost half a second a refresh, for lines nobody reads.
+NAMED_SUBJECTS = 12
+
+
 def title(flag: Flag) -> str:
     return TITLES.get(flag.kind, flag.kind)
 
@@ -126,7 +131,9 @@ def pending_lines(pending: tuple[Pending, ...], now: float, width: int = 0):
     for group in kinds.values():
         oldest = min(group, key=lambda p: p.since)
         held = max(now - oldest.since, 0.0)
-        subjects = [printable(p.subject) for p in group]
+        subjects = [printable(p.subject) for p in group[:NAMED_SUBJECTS]]
+        if len(group) > NAMED_SUBJECTS:
+            subjects.append(f"and {len(group) - NAMED_SUBJECTS:,} more")
         phrases = [f"… pending: {title_of(oldest.kind)}", "·"]
         phrases += [s + "," for s in subjects[:-1]] + [subjects[-1]]
         phrases.append(f"({held:.0f} s of {oldest.needed_seconds:.0f} s)")
@@ -164,7 +171,9 @@ def _grouped(flags: tuple[Flag, ...], now: float):
         kinds.setdefault(flag.kind, []).append(flag)
     for group in kinds.values():
         first = group[0]
-        subjects = ", ".join(f.subject for f in group)
+        subjects = ", ".join(f.subject for f in group[:NAMED_SUBJECTS])
+        if len(group) > NAMED_SUBJECTS:
+            subjects += f" and {len(group) - NAMED_SUBJECTS:,} more"
         why = first.why + (f" (and {len(group) - 1} more)" if len(group) > 1 else "")
         oldest = min(group, key=lambda f: f.since)
         yield (first.severity, title(first), subjects, _since(oldest, now), why, first.todo)
