@@ -115,11 +115,7 @@ class StreamingClient:
         if ignore_eos:
             body["ignore_eos"] = True  # vLLM extension: exactly max_tokens come out
         started = time.perf_counter()
-        first: float | None = None
-        last: float | None = None
-        gaps: list[float] = []
-        usage: dict = {}
-        finish_reason: str | None = None
+        times = StreamTimes(started)
         status: int | None = None
         try:
             async with http.stream(
@@ -132,45 +128,13 @@ class StreamingClient:
                         False, started, time.perf_counter() - started, status=status, error=f"HTTP {status}: {text}"
                     )
                 async for line in response.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    payload = line[len("data:") :].strip()
-                    if payload == "[DONE]":
+                    if line.startswith("data:") and times.read(line[len("data:") :].strip()):
                         break
-                    chunk = json.loads(payload)
-                    if not isinstance(chunk, dict):
-                        raise json.JSONDecodeError("a chunk that is not a JSON object", payload, 0)
-                    now = time.perf_counter()
-                    if chunk.get("choices"):
-                        if first is None:
-                            first = now
-                        elif last is not None:
-                            gaps.append(now - last)
-                        last = now
-                        choice = chunk["choices"][0] if isinstance(chunk["choices"], list) else {}
-                        finish_reason = (
-                            choice.get("finish_reason") if isinstance(choice, dict) else None
-                        ) or finish_reason
-                    if isinstance(chunk.get("usage"), dict):
-                        usage = chunk["usage"]
         except (httpx.HTTPError, json.JSONDecodeError, OSError, UnicodeDecodeError) as error:
             return RequestResult(
                 False, started, time.perf_counter() - started, status=status, error=f"{type(error).__name__}: {error}"
             )
-        end = time.perf_counter()
-        return RequestResult(
-            ok=first is not None,
-            started=started,
-            e2e_seconds=end - started,
-            ttft_seconds=first - started if first is not None else None,
-            chunk_gaps_seconds=tuple(gaps),
-            prompt_tokens=_count(usage.get("prompt_tokens")),
-            output_tokens=_count(usage.get("completion_tokens")),
-            status=status,
-            finish_reason=finish_reason,
-            error="" if first is not None else "the stream ended without a token",
-            last_token_seconds=last - started if last is not None else None,
-        )
+        return times.result(status)
 
     async def run(
         self, prompts: Sequence[str], concurrency: int, max_tokens: int, ignore_eos: bool = True
@@ -197,6 +161,61 @@ class StreamingClient:
             await asyncio.gather(*(worker(http) for _ in range(min(concurrency, len(prompts)) or 1)))
         wall = time.perf_counter() - started
         return LoadResult(tuple(r for r in results if r is not None), wall, concurrency, max_tokens)
+
+
+class StreamTimes:
+    """One streamed answer's `data:` events read as they arrive: first token, gaps, finish reason and usage.
+
+    Shared by the httpx client here and the aiohttp one of the sweep (console/bench/stream.py), so both time a
+    stream by the same rule. `read(payload)` takes one event's payload (after `data:`), returns True at [DONE],
+    and raises json.JSONDecodeError for a chunk that is not a JSON object.
+    """
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.first: float | None = None
+        self.last: float | None = None
+        self.gaps: list[float] = []
+        self.usage: dict = {}
+        self.finish_reason: str | None = None
+
+    def read(self, payload: str) -> bool:
+        if payload == "[DONE]":
+            return True
+        chunk = json.loads(payload)
+        if not isinstance(chunk, dict):
+            raise json.JSONDecodeError("a chunk that is not a JSON object", payload, 0)
+        now = time.perf_counter()
+        choices = chunk.get("choices")
+        if choices:
+            if self.first is None:
+                self.first = now
+            elif self.last is not None:
+                self.gaps.append(now - self.last)
+            self.last = now
+            choice = choices[0] if isinstance(choices, list) else {}
+            reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+            self.finish_reason = reason or self.finish_reason
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        return False
+
+    def result(self, status: int | None) -> RequestResult:
+        end = time.perf_counter()
+        first, last, started = self.first, self.last, self.started
+        return RequestResult(
+            ok=first is not None,
+            started=started,
+            e2e_seconds=end - started,
+            ttft_seconds=first - started if first is not None else None,
+            chunk_gaps_seconds=tuple(self.gaps),
+            prompt_tokens=_count(self.usage.get("prompt_tokens")),
+            output_tokens=_count(self.usage.get("completion_tokens")),
+            status=status,
+            finish_reason=self.finish_reason,
+            error="" if first is not None else "the stream ended without a token",
+            last_token_seconds=last - started if last is not None else None,
+        )
 
 
 def _count(value: object) -> int | None:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import aiohttp
 
-from console.bench.client import RequestResult, _count
+from console.bench.client import RequestResult, StreamTimes
 
 MAX_ERROR_TEXT = 200
 
@@ -63,11 +63,7 @@ class SessionClient:
         if ignore_eos:
             body["ignore_eos"] = True
         started = time.perf_counter()
-        first: float | None = None
-        last: float | None = None
-        gaps: list[float] = []
-        usage: dict = {}
-        finish_reason: str | None = None
+        times = StreamTimes(started)
         status: int | None = None
         try:
             async with self._session.post(url, json=body) as response:
@@ -84,45 +80,13 @@ class SessionClient:
                     *lines, buffer = buffer.split(b"\n")
                     for raw in lines:
                         line = raw.strip()
-                        if not line.startswith(b"data:"):
-                            continue
-                        payload = line[5:].strip()
-                        if payload == b"[DONE]":
+                        if line.startswith(b"data:") and times.read(line[5:].strip().decode()):
                             done = True
                             break
-                        chunk = json.loads(payload)
-                        if not isinstance(chunk, dict):
-                            raise json.JSONDecodeError("a chunk that is not a JSON object", payload.decode(), 0)
-                        now = time.perf_counter()
-                        choices = chunk.get("choices")
-                        if choices:
-                            if first is None:
-                                first = now
-                            elif last is not None:
-                                gaps.append(now - last)
-                            last = now
-                            choice = choices[0] if isinstance(choices, list) else {}
-                            reason = choice.get("finish_reason") if isinstance(choice, dict) else None
-                            finish_reason = reason or finish_reason
-                        if isinstance(chunk.get("usage"), dict):
-                            usage = chunk["usage"]
                     if done:
                         break
         except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError, UnicodeDecodeError, OSError) as error:
             return RequestResult(
                 False, started, time.perf_counter() - started, status=status, error=f"{type(error).__name__}: {error}"
             )
-        end = time.perf_counter()
-        return RequestResult(
-            ok=first is not None,
-            started=started,
-            e2e_seconds=end - started,
-            ttft_seconds=first - started if first is not None else None,
-            chunk_gaps_seconds=tuple(gaps),
-            prompt_tokens=_count(usage.get("prompt_tokens")),
-            output_tokens=_count(usage.get("completion_tokens")),
-            status=status,
-            finish_reason=finish_reason,
-            error="" if first is not None else "the stream ended without a token",
-            last_token_seconds=last - started if last is not None else None,
-        )
+        return times.result(status)

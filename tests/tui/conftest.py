@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from console.live.handle import FleetHandle
@@ -44,6 +46,17 @@ def make_app(*snapshots, clock: FakeClock | None = None, expect=PLAN_NOW, **opti
     watcher = FakeWatcher(*snapshots, clock=clock)
     handle = FleetHandle("assistant", None, watcher, expect=(lambda now: expect))
     return ConsoleApp([handle], clock=clock, interval=options.pop("interval", 60.0), **options)
+
+
+@pytest.fixture
+def utc_clock(monkeypatch):
+    """The console shows local times (flag "since", the switch times): snapshots draw them on a UTC clock
+    wherever they run."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
 
 
 @pytest.fixture

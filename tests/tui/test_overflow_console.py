@@ -8,7 +8,6 @@ simulated fleet, one of them stopped for the partial failure.
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import replace
 
 import pytest
@@ -28,13 +27,7 @@ from tests.tui.fakes import NOW, PLAN_NOW, FakeClock, FakeWatcher, saturated_fle
 TOKEN_ENV = "TEST_ADMIN_TOKEN"
 
 
-@pytest.fixture(autouse=True)
-def utc_clock(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc_clock")  # tests/tui/conftest.py
 
 
 class PreparedGateways:

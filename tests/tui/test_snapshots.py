@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from console.live.handle import FleetHandle
@@ -21,15 +19,7 @@ from tests.tui.fakes import (
     saturated_fleet,
 )
 
-
-@pytest.fixture(autouse=True)
-def utc_clock(monkeypatch):
-    """The console shows local times (flag "since"): the snapshots are drawn on a UTC clock wherever they run."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc_clock")  # tests/tui/conftest.py
 
 
 async def watched_for_a_minute(pilot) -> None:
