@@ -27,13 +27,14 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from tests.sim.running import start_sim as sim_process
+
 PLAN = REPO / "tests" / "bench" / "fixtures" / "fast-replica.yaml"
 ANSWER = 16
 BENCH_SERVE = """
@@ -47,29 +48,13 @@ main(parser.parse_args(sys.argv[1:]))
 
 
 def start_sim() -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "console", "sim", str(PLAN), "--replicas", "1", "--traffic", "off"]
-        + ["--status-every", "0"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    urls: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        for line in process.stdout:
-            found = re.match(r"\s+(http://127\.0\.0\.1:\d+)$", line.rstrip())
-            if found:
-                urls.append(found.group(1))
-            if line.startswith("Ctrl+C stops it"):
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    if not ready.wait(30) or not urls:
+    try:
+        process, urls, _ = sim_process(
+            str(PLAN), "--replicas", "1", "--traffic", "off", "--status-every", "0", stderr=subprocess.DEVNULL
+        )
+    except AssertionError:
+        raise SystemExit("capcon sim did not start") from None
+    if not urls:
         process.kill()
         raise SystemExit("capcon sim did not start")
     return process, urls[0]

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import re
 import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import pytest
+
+from tests.sim.running import start_sim
 
 REPO = Path(__file__).resolve().parents[2]
 FAST_PLAN = Path(__file__).resolve().parent / "fixtures" / "fast-replica.yaml"
@@ -21,30 +19,8 @@ ANSWER_TOKENS = 16
 @pytest.fixture(scope="session")
 def sim_url():
     """One replica of the fast plan on a free loopback port, no traffic of its own."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "console", "sim", str(FAST_PLAN), "--replicas", "1", "--traffic", "off"]
-        + ["--status-every", "0"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    lines: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        for line in process.stdout:
-            lines.append(line)
-            if line.startswith("Ctrl+C stops it"):
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    if not ready.wait(30) or process.poll() is not None:
-        process.kill()
-        raise AssertionError(f"capcon sim did not start: {''.join(lines)}")
-    (url,) = [m.group(1) for line in lines for m in [re.match(r"\s+(http://127\.0\.0\.1:\d+)$", line.rstrip())] if m]
+    process, urls, _ = start_sim(str(FAST_PLAN), "--replicas", "1", "--traffic", "off", "--status-every", "0")
+    (url,) = urls
     yield url
     process.terminate()
     try:

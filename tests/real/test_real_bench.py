@@ -18,13 +18,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
+
+from tests.sim.running import start_sim
 
 from . import raw_metrics
 from .load import scrape_text
@@ -113,29 +113,10 @@ def side_by_side(step: dict, theirs: dict) -> list[tuple[str, float, float]]:
 
 @pytest.fixture(scope="module")
 def sim_url():
-    process = subprocess.Popen(
-        [sys.executable, "-m", "console", "sim", str(FAST_PLAN), "--replicas", "1", "--traffic", "off"]
-        + ["--status-every", "0"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    process, urls, _ = start_sim(
+        str(FAST_PLAN), "--replicas", "1", "--traffic", "off", "--status-every", "0", stderr=subprocess.DEVNULL
     )
-    urls: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        for line in process.stdout:
-            found = re.match(r"\s+(http://127\.0\.0\.1:\d+)$", line.rstrip())
-            if found:
-                urls.append(found.group(1))
-            if line.startswith("Ctrl+C stops it"):
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    assert ready.wait(30) and urls, "capcon sim did not start"
+    assert urls, "capcon sim did not start"
     yield urls[0]
     process.terminate()
     process.wait(30)

@@ -4,13 +4,10 @@ and Ctrl+C / SIGTERM that always stop it promptly and cleanly (a real process, r
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import signal
 import socket
 import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
@@ -23,6 +20,7 @@ from console.sim.server import MAX_WAITING, ReplicaServer
 from console.sim.shape import replica_shape
 from console.sim.traffic import MAX_ARRIVALS_PER_CALL, Target, TrafficGenerator
 
+from .running import start_sim
 from .sim_plans import example_a, flat_week, office_assistant
 
 REPO = Path(__file__).resolve().parents[2]
@@ -200,32 +198,7 @@ def test_a_second_signal_ends_the_process_at_once(monkeypatch):
 
 
 def _start(*args: str) -> tuple[subprocess.Popen, list[str], list[str]]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "console", "sim", str(PLAN), *args],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    lines: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        for line in process.stdout:
-            lines.append(line)
-            if line.startswith("Ctrl+C stops it"):
-                ready.set()
-        ready.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    process.reader = reader  # joined once the process is gone: its last lines read
-    if not ready.wait(60) or process.poll() is not None:
-        process.kill()
-        raise AssertionError(f"capcon sim did not start: {''.join(lines)} {process.stderr.read()}")
-    urls = [line.strip() for line in lines if line.strip().startswith("http://127.0.0.1:")]
-    return process, urls, lines
+    return start_sim(str(PLAN), *args, ready_seconds=60)
 
 
 def _listening(url: str) -> bool:

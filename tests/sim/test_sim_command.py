@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.sim.running import start_sim
 
 REPO = Path(__file__).resolve().parents[2]
 PLAN = REPO / "plans" / "internal-assistant-18rps.yaml"
@@ -30,30 +30,7 @@ def _children(pid: int) -> list[int]:
 
 def _start(*args: str) -> tuple[subprocess.Popen, list[str], list[str]]:
     """Start `capcon sim`, wait until it prints its targets; returns (process, urls, stdout lines so far)."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "console", "sim", *args],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    lines: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        for line in process.stdout:
-            lines.append(line)
-            if line.startswith("Ctrl+C stops it"):
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    if not ready.wait(30) or process.poll() is not None:
-        process.kill()
-        raise AssertionError(f"capcon sim did not start: {''.join(lines)} {process.stderr.read()}")
-    urls = [m.group(1) for line in lines for m in [re.match(r"\s+(http://127\.0\.0\.1:\d+)$", line.rstrip())] if m]
-    return process, urls, lines
+    return start_sim(*args)
 
 
 def _refused(url: str) -> bool:
