@@ -21,9 +21,11 @@ from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 
 from console.errors import UserError
+from console.plan.model import Capacity, Plan
 from console.plan.schema import load_plan, parse_plan
 
-KEYS = ("rps_per_replica", "source", "note")
+KEYS = ("rps_per_replica", "source", "note", "throughput_tokens_per_second", "throughput_source")
+_NUMBERS = ("rps_per_replica", "throughput_tokens_per_second")
 
 
 class PlanWriteError(UserError):
@@ -40,10 +42,10 @@ _YAML_WORDS = {"yes", "no", "on", "off", "true", "false", "null", "y", "n"}
 
 
 def _value_text(key: str, value: float | str) -> str:
-    if key == "rps_per_replica":
+    if key in _NUMBERS:
         return _number(float(value))
     text = str(value)
-    if key == "source" and _PLAIN.fullmatch(text) and text.lower() not in _YAML_WORDS:
+    if key in ("source", "throughput_source") and _PLAIN.fullmatch(text) and text.lower() not in _YAML_WORDS:
         return text  # a plain name reads as plainly as `source: manual` does
     return _double_quoted(text)
 
@@ -165,13 +167,42 @@ def spliced(text: str, source: str, values: dict[str, float | str]) -> str:
     return "".join(lines)
 
 
+def _provisional(draft: Plan) -> Capacity:
+    """Check the file as a plan without estimating its capacity (a sweep the edit does not need)."""
+    return draft.capacity
+
+
 def write_capacity(path: str | Path, rps: float, source: str, note: str) -> str:
     """Write the capacity into the plan at `path`; the new text. PlanError / PlanWriteError if it cannot be."""
-    plan = load_plan(path)  # the file must be a plan before it is edited (and its errors are the loader's)
-    new_text = spliced(plan.source_text, str(path), {"rps_per_replica": rps, "source": source, "note": note})
-    written = parse_plan(new_text, str(path))
-    if abs(written.capacity.rps_per_replica - float(_number(rps))) > 1e-9 or written.capacity.source != source:
-        raise PlanWriteError(f"{path}: the edited plan does not read back the new capacity; nothing written")
+    return _write(path, {"rps_per_replica": rps, "source": source, "note": note})
+
+
+def write_throughput(path: str | Path, tokens_per_second: float, source: str) -> str:
+    """Write one replica's offline throughput (output tokens/s) into the plan's capacity, the rest kept."""
+    return _write(path, {"throughput_tokens_per_second": tokens_per_second, "throughput_source": source})
+
+
+def _write(path: str | Path, values: dict[str, float | str]) -> str:
+    # The file must be a plan before it is edited (and its errors are the loader's).
+    plan = load_plan(path, estimate=_provisional)
+    new_text = spliced(plan.source_text, str(path), values)
+    written = parse_plan(new_text, str(path), estimate=_provisional).capacity
+    back: dict[str, float | str | None] = {
+        "rps_per_replica": written.rps_per_replica,
+        "source": written.source,
+        "note": written.note,
+        "throughput_tokens_per_second": written.throughput_tokens_per_second,
+        "throughput_source": written.throughput_source,
+    }
+    for key, value in values.items():
+        got = back[key]
+        if key in _NUMBERS:
+            same = isinstance(got, float) and abs(got - float(_number(float(value)))) <= 1e-9 * max(1.0, got)
+        else:
+            same = got == value or key == "note"  # a note may be cut to the loader's length
+        if not same:
+            raise PlanWriteError(f"{path}: the edited plan does not read back the new {key}; nothing written")
+    target = Path(path)
     target = Path(path)
     mode = target.stat().st_mode & 0o7777
     temporary = ""

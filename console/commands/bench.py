@@ -63,6 +63,7 @@ seed = bounded(int, 0, 2**63 - 1, f"{2**63 - 1}", low_open=False)
 EVENT_KIND = "bench_run"
 IMPORT_KIND = "bench_import"
 THROUGHPUT_KIND = "bench_throughput"
+MAX_SOURCE = 200  # the plan loader's longest name
 SOURCE = "capcon bench"
 
 
@@ -272,14 +273,14 @@ def run(args) -> int:
 
 
 def _throughput(args) -> int:
+    from console.bench.estimate import load_plan
     from console.bench.measure import BenchTargets
     from console.bench.prompts import load_prompts
     from console.bench.report import ThroughputReport, render_throughput, summary
-    from console.plan.schema import load_plan
     from console.redact import redact_url
 
-    if args.write_plan:
-        raise UserError("--write-plan with --throughput: the plan has no key for tokens/s yet; expected one of the two")
+    if args.write_plan and not args.plan:
+        raise UserError("--write-plan needs --plan PLAN; expected the plan file to write the throughput into")
     for name in ("rate", "ttft", "tpot", "e2e", "goodput_share"):
         if getattr(args, name) is not None:
             raise UserError(f"--{name.replace('_', '-')} with --throughput: it has no latency target or rate")
@@ -303,12 +304,34 @@ def _throughput(args) -> int:
         finally:
             history.close()
     print(json.dumps(report.as_dict(), indent=2, allow_nan=False) if args.json else render_throughput(report))
+    if args.write_plan:
+        _write_throughput(args, report)
     return 130 if interrupted else 0
 
 
+def _write_throughput(args, report) -> None:
+    from console.bench.planfile import write_throughput
+
+    s = report.step
+    if report.interrupted or s.completed == 0 or s.failed:
+        why = "stopped early" if report.interrupted else f"{s.failed:,} of {s.sent:,} requests failed"
+        print(f"capcon bench: --write-plan: {args.plan} left as it was: {why}", file=sys.stderr)
+        return
+    at_once = f"{report.max_concurrency} at a time" if report.max_concurrency else "all at once"
+    source = (
+        f"capcon bench --throughput {time.strftime('%Y-%m-%d', time.gmtime(report.started_at))} against "
+        f"{report.target} ({report.model}), {s.completed:,} requests {at_once}"
+    )
+    write_throughput(args.plan, s.output_tokens_per_second, source[:MAX_SOURCE])
+    print(
+        f"capcon bench: wrote throughput {s.output_tokens_per_second:,.4g} output tokens/s per replica into {args.plan}",
+        file=sys.stderr,
+    )
+
+
 def _targets(args):
+    from console.bench.estimate import load_plan
     from console.bench.measure import targets_from
-    from console.plan.schema import load_plan
 
     if args.write_plan and not args.plan:
         raise UserError("--write-plan needs --plan PLAN; expected the plan file to write the capacity into")

@@ -98,8 +98,8 @@ def demo_plan_path() -> str:
 
 
 def run(args) -> int:
+    from console.bench.estimate import load_plan
     from console.commands.console_options import check_console_interval, check_theme
-    from console.plan.schema import load_plan
 
     check_console_interval(args.interval)
     check_theme(args.theme)

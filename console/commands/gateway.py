@@ -279,10 +279,10 @@ def build_config(args):
     """The gateway's configuration from the options and the plan; UserError for anything wrong."""
     from dataclasses import replace
 
+    from console.bench.estimate import load_plan
     from console.gateway import config as cfg
     from console.gateway.offpeak import parse_window, seconds_to_daily_window
     from console.overflow.policy import Policy
-    from console.plan.schema import load_plan
 
     plan = load_plan(args.plan) if args.plan else None
     if plan is not None and args.prompts_may_leave and not plan.data.prompts_may_leave:

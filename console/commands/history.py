@@ -9,6 +9,7 @@ from bisect import bisect_right
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+from console.bench.estimate import load_plan, parse_plan
 from console.commands.history_overflow import as_json as overflow_json
 from console.commands.history_overflow import overflow_days
 from console.commands.history_overflow import table as overflow_table
@@ -29,7 +30,7 @@ from console.fleet.hourly import (
 )
 from console.fleet.week_fit import WeekFit, fit_week
 from console.plan.model import DAYS, Plan
-from console.plan.schema import PlanError, load_plan, parse_plan
+from console.plan.schema import PlanError
 from console.store import json_out
 from console.store.database import Store, reading_errors
 from console.store.paths import default_history_path

@@ -121,7 +121,7 @@ _OPTIONS = {
 def _plan(args):
     if not args.plan:
         return None
-    from console.plan.schema import load_plan
+    from console.bench.estimate import load_plan
 
     return load_plan(args.plan)
 

@@ -11,12 +11,12 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from console.bench.estimate import load_plan
 from console.errors import UserError
 from console.plan import catalog
 from console.plan.keda import DAY_NAMES, reactive_shortfall, scaled_object, schedule_document
 from console.plan.report import render, to_json
 from console.plan.schedule import schedule
-from console.plan.schema import load_plan
 from console.plan.sizing import size
 
 DESCRIPTION = """\

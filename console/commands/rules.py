@@ -11,9 +11,9 @@ from pathlib import Path
 
 import yaml
 
+from console.bench.estimate import load_plan
 from console.errors import UserError
 from console.plan.rules import YEARS_COVERED, RuleOptions, rule_file
-from console.plan.schema import load_plan
 
 DESCRIPTION = """\
 Write a Prometheus rule file for a plan, so Prometheus and Alertmanager carry the

@@ -12,9 +12,9 @@ import sys
 import threading
 
 from console.args import bounded
+from console.bench.estimate import load_plan
 from console.errors import UserError
 from console.plan.model import DAYS
-from console.plan.schema import load_plan
 from console.plan.sizing import size
 
 DESCRIPTION = """\

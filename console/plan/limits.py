@@ -93,6 +93,7 @@ LIMITS: dict[str, Limit] = {
     "workloads[].queue_seconds": Limit(0.0, 3600, "seconds"),
     "workloads[].burstiness": Limit(0.01, 100, "(a gamma shape; 1 is Poisson)"),
     "capacity.rps_per_replica": Limit(0.001, 100_000, "requests per second per replica"),
+    "capacity.throughput_tokens_per_second": Limit(0.001, 1e9, "output tokens per second per replica"),
     "redundancy": Limit(0, 100, "spare replicas", whole=True),
     "lead_time_minutes": Limit(0.0, 24 * 60, "minutes"),  # loading a model takes minutes; a day is far past it
     "overflow.max_queue": Limit(1, 1_000_000, "requests", whole=True),

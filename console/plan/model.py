@@ -94,11 +94,24 @@ class Workload:
         return sum(sum(day) for day in self.rps_by_hour) / (7 * 24)
 
 
+# `capacity.source` of a capacity no one measured: the planner swept the plan's simulated replica
+# (console/bench/estimate.py). Every figure resting on it is reported as an estimate.
+ESTIMATED = "estimate"
+
+
 @dataclass(frozen=True)
 class Capacity:
-    rps_per_replica: float  # measured at the goodput target
-    source: str  # "manual", or the benchmark that measured it
+    rps_per_replica: float  # measured at the goodput target (or estimated: source ESTIMATED)
+    source: str  # "manual", the benchmark that measured it, or ESTIMATED
     note: str = ""
+    # Output tokens/s of one replica given all it can batch (`capcon bench --throughput`): what sizes
+    # deferrable work in GPU-hours. None: deferrable work is counted in interactive equivalents.
+    throughput_tokens_per_second: float | None = None
+    throughput_source: str = ""  # who measured it, and when
+
+    @property
+    def estimated(self) -> bool:
+        return self.source == ESTIMATED
 
 
 @dataclass(frozen=True)

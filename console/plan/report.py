@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import asdict, fields
 from itertools import groupby
 from typing import Any
@@ -32,7 +33,59 @@ SCHEDULE_KEYS = (
     "deferrable",
 )
 
+# Keys of `capcon plan --json` that rest on the capacity per replica (the replica count, the load each
+# replica carries at the peak, the tensor-parallel size chosen for it, cost, the schedule): with an
+# estimated capacity, `estimated_keys` lists them. tests/plan/test_estimate.py checks the list against
+# what actually moves when the capacity does.
+ESTIMATED_KEYS = (
+    "rps_per_replica_measured",
+    "per_replica_peak_rps",
+    "gpus_per_replica",
+    "usable_bytes_per_replica",
+    "kv_budget_bytes",
+    "batch_limit",
+    "single_stream_ceiling_tokens_per_second",
+    "time_in_system_seconds",
+    "concurrency",
+    "kv_needed_bytes",
+    "kv_margin_share",
+    "decode_step_seconds",
+    "stream_tokens_per_second",
+    "aggregate_decode_tokens_per_second",
+    "required_decode_tokens_per_second",
+    "prefill_flops_per_second",
+    "prefill_seconds",
+    "queue_and_prefill_seconds",
+    "rps_at_tpot_target",
+    "prefill_compute_share",
+    "replicas_for_peak",
+    "replicas_with_redundancy",
+    "fleet_cost_per_hour",
+    "cost_per_million_tokens_peak",
+    "cost_per_million_tokens_mean",
+    *(
+        f"expected_{key}"
+        for key in (
+            "prefill_seconds",
+            "queue_and_prefill_seconds",
+            "time_in_system_seconds",
+            "concurrency",
+            "kv_needed_bytes",
+            "kv_margin_share",
+            "decode_step_seconds",
+            "stream_tokens_per_second",
+            "aggregate_decode_tokens_per_second",
+            "batch_limited",
+            "rps_at_tpot_target",
+            "prefill_compute_share",
+        )
+    ),
+    "warnings",
+    *SCHEDULE_KEYS,
+)
+
 _LABEL = 24
+_NOTE_WIDTH = 96
 _VALUE = 15
 
 
@@ -54,6 +107,7 @@ def to_json(sizing: Sizing, schedule: Schedule | None = None) -> dict:
     if schedule is not None:
         whole = asdict(schedule)
         out.update({key: whole[key] for key in SCHEDULE_KEYS})
+    out["estimated_keys"] = [key for key in ESTIMATED_KEYS if key in out] if sizing.capacity_estimated else []
     return _finite(out)
 
 
@@ -94,9 +148,30 @@ def _header(s: Sizing, source: str) -> list[str]:
         f"{s.output_tokens_mean:,.0f} output tokens per request (mean)",
         f"  targets   p95 TTFT {units.seconds(s.ttft_target_seconds)}, p95 TPOT {units.seconds(s.tpot_target_seconds)} "
         f"({units.tokens_rate(stream_target)} per stream)",
-        f"  capacity  {units.rps(s.rps_per_replica_measured)} per replica at the goodput target ({s.capacity_source})",
+        *_capacity(s),
         "  method    docs/method.md explains every figure below and how to measure the capacity",
     ]
+
+
+def _capacity(s: Sizing) -> list[str]:
+    rps = units.rps(s.rps_per_replica_measured)
+    if not s.capacity_estimated:
+        return [f"  capacity  {rps} per replica at the goodput target ({s.capacity_source})"]
+    note = textwrap.wrap(
+        f"{s.capacity_note}. Every figure marked ~ (replicas, cost, the schedule) and the per-replica load rest on it.",
+        width=_NOTE_WIDTH,
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+    return [
+        f"  capacity  ~{rps} per replica at the goodput target: ESTIMATED, not measured:",
+        *(f"            {line}" for line in note),
+    ]
+
+
+def _approx(s: Sizing, text: str) -> str:
+    """A figure that rests on the capacity, marked ~ when the capacity is an estimate."""
+    return f"~{text}" if s.capacity_estimated else text
 
 
 def _memory(s: Sizing) -> list[str]:
@@ -238,25 +313,26 @@ def _fleet(s: Sizing) -> list[str]:
         "Fleet and cost",
         _row(
             "replicas for the peak",
-            str(s.replicas_for_peak),
-            f"ceil({units.rps(s.peak_rps)} / {units.rps(s.rps_per_replica_measured)} per replica, measured)",
+            _approx(s, str(s.replicas_for_peak)),
+            f"ceil({units.rps(s.peak_rps)} / {units.rps(s.rps_per_replica_measured)} per replica, "
+            f"{'estimated' if s.capacity_estimated else 'measured'})",
         ),
-        _row("with redundancy", str(s.replicas_with_redundancy), f"+ {s.redundancy} (N+{s.redundancy})"),
+        _row("with redundancy", _approx(s, str(s.replicas_with_redundancy)), f"+ {s.redundancy} (N+{s.redundancy})"),
         _row(
             "fleet cost",
-            f"{units.dollars(s.fleet_cost_per_hour)}/h",
+            _approx(s, f"{units.dollars(s.fleet_cost_per_hour)}/h"),
             f"{s.replicas_with_redundancy} replicas x {_gpus(s.gpus_per_replica)} x "
             f"{units.dollars(s.gpu_price_per_hour)} per GPU-hour",
         ),
         _row(
             "per M tokens, peak",
-            units.dollars(s.cost_per_million_tokens_peak),
+            _approx(s, units.dollars(s.cost_per_million_tokens_peak)),
             f"{units.dollars(s.fleet_cost_per_hour)} / {s.output_tokens_per_hour_peak / 1e6:,.2f} M output tokens/h "
             f"({units.rps(s.peak_rps)} x {s.output_tokens_mean:,.0f} x 3,600 s)",
         ),
         _row(
             "per M tokens, mean",
-            units.dollars(s.cost_per_million_tokens_mean),
+            _approx(s, units.dollars(s.cost_per_million_tokens_mean)),
             f"{units.dollars(s.fleet_cost_per_hour)} / {s.output_tokens_per_hour_mean / 1e6:,.2f} M output tokens/h "
             f"at the mean {units.rps(s.mean_rps)}",
         ),
@@ -277,8 +353,10 @@ def _warnings(s: Sizing) -> list[str]:
 def _schedule(sch: Schedule) -> list[str]:
     lines = [
         "",
-        f"Week schedule: replicas serving each hour = ceil(interactive rps / {units.rps(sch.rps_per_replica)}) "
-        f"+ {sch.redundancy}, at least {MINIMUM_REPLICAS}",
+        f"Week schedule: replicas serving each hour = ceil(interactive rps / "
+        f"{'~' if sch.capacity_estimated else ''}{units.rps(sch.rps_per_replica)}) "
+        f"+ {sch.redundancy}, at least {MINIMUM_REPLICAS}"
+        + (" (~: an estimated capacity, so every count below is an estimate)" if sch.capacity_estimated else ""),
         "       " + "".join(f"{h:>3}" for h in range(24)),
     ]
     for day, row in zip(units.DAY_NAMES, sch.replicas_by_hour):
@@ -328,11 +406,19 @@ def _schedule(sch: Schedule) -> list[str]:
             if d.fits
             else "does not fit: it needs replicas of its own or a smaller batch"
         )
-        lines.append(
-            f"Deferrable work ({', '.join(d.workloads)}): {d.equivalent_requests_per_week:,.0f} requests a week in "
-            f"interactive equivalents (by tokens per request) against {d.spare_requests_per_week_idle:,.0f} spare in "
-            f"idle hours: {verdict}"
-        )
+        if d.basis == "throughput" and d.replica_hours_week is not None and d.gpu_hours_week is not None:
+            lines.append(
+                f"Deferrable work ({', '.join(d.workloads)}): {d.output_tokens_per_week / 1e6:,.1f} M output tokens a "
+                f"week at the measured batch throughput: {d.replica_hours_week:,.1f} replica-hours "
+                f"({d.gpu_hours_week:,.1f} GPU-hours) against {d.spare_replica_hours_week_idle or 0:,.1f} spare in "
+                f"idle hours: {verdict}"
+            )
+        else:
+            lines.append(
+                f"Deferrable work ({', '.join(d.workloads)}): {d.equivalent_requests_per_week:,.0f} requests a week "
+                f"in interactive equivalents (by tokens per request) against {d.spare_requests_per_week_idle:,.0f} "
+                f"spare in idle hours: {verdict}; `capcon bench --throughput --write-plan` sizes it in GPU-hours"
+            )
     return lines
 
 

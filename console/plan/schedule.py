@@ -12,7 +12,7 @@ lead time so the replicas are serving when the hour starts.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from console.plan.model import Plan, Workload
 from console.plan.sizing import interactive_demand, replicas_for, size
@@ -53,12 +53,21 @@ class DeferrableFit:
     spare_requests_per_week_idle: float  # spare capacity x 3,600 s over the idle hours
     fits: bool
     idle_hours_needed: float  # at the idle hours' mean spare rate
+    # "throughput" when the plan has one replica's measured offline throughput (capacity.
+    # throughput_tokens_per_second): the work is then sized in replica-hours of batch decoding, and
+    # `fits` and `idle_hours_needed` follow those; else "equivalents" (the two figures above).
+    basis: str = "equivalents"
+    output_tokens_per_week: float = 0.0
+    replica_hours_week: float | None = None  # deferrable output tokens / throughput
+    gpu_hours_week: float | None = None  # x GPUs per replica
+    spare_replica_hours_week_idle: float | None = None  # replicas the schedule has beyond the interactive need
 
 
 @dataclass(frozen=True)
 class Schedule:
     plan_name: str
     rps_per_replica: float
+    capacity_estimated: bool  # every replica count and cost below rests on an estimated capacity
     redundancy: int
     lead_time_seconds: float
     gpus_per_replica: int
@@ -126,7 +135,7 @@ def _idle_windows(
 
 
 def _deferrable_fit(
-    plan: Plan, rps: Sequence[Sequence[float]], table: Sequence[Sequence[int]], peak: float
+    plan: Plan, rps: Sequence[Sequence[float]], table: Sequence[Sequence[int]], peak: float, gpus: int
 ) -> DeferrableFit | None:
     deferrable: tuple[Workload, ...] = tuple(w for w in plan.workloads if w.kind == "deferrable")
     if not deferrable:
@@ -146,12 +155,31 @@ def _deferrable_fit(
     ]
     spare = sum(spare_rates) * 3600
     mean_rate = sum(spare_rates) / len(spare_rates) if spare_rates else 0.0
-    return DeferrableFit(
+    fit = DeferrableFit(
         workloads=tuple(w.name for w in deferrable),
         equivalent_requests_per_week=equivalent,
         spare_requests_per_week_idle=spare,
         fits=equivalent <= spare,
         idle_hours_needed=equivalent / (mean_rate * 3600) if mean_rate > 0 else float("inf"),
+        output_tokens_per_week=sum(w.mean_rps * 7 * 24 * 3600 * w.tokens.output_mean for w in deferrable),
+    )
+    throughput = plan.capacity.throughput_tokens_per_second
+    if throughput is None:
+        return fit
+    # Batch work decodes at the replica's offline throughput on whatever share of a replica the
+    # interactive load leaves free in an idle hour.
+    replica_hours = fit.output_tokens_per_week / throughput / 3600
+    spare_replicas = [rate / capacity for rate in spare_rates]
+    spare_hours = sum(spare_replicas)
+    mean_spare = spare_hours / len(spare_replicas) if spare_replicas else 0.0
+    return replace(
+        fit,
+        basis="throughput",
+        replica_hours_week=replica_hours,
+        gpu_hours_week=replica_hours * gpus,
+        spare_replica_hours_week_idle=spare_hours,
+        fits=replica_hours <= spare_hours,
+        idle_hours_needed=replica_hours / mean_spare if mean_spare > 0 else float("inf"),
     )
 
 
@@ -172,6 +200,7 @@ def schedule(plan: Plan) -> Schedule:
     return Schedule(
         plan_name=plan.name,
         rps_per_replica=plan.capacity.rps_per_replica,
+        capacity_estimated=plan.capacity.estimated,
         redundancy=plan.redundancy,
         lead_time_seconds=plan.lead_time_seconds,
         gpus_per_replica=gpus,
@@ -185,5 +214,5 @@ def schedule(plan: Plan) -> Schedule:
         cost_month_schedule=month * price,
         cost_month_always_on=always_on * price,
         idle_windows=_idle_windows(plan, rps, table, peak),
-        deferrable=_deferrable_fit(plan, rps, table, peak),
+        deferrable=_deferrable_fit(plan, rps, table, peak, gpus),
     )

@@ -16,6 +16,8 @@ import math
 import os
 import re
 import stat
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,6 +40,7 @@ from console.plan.limits import (
 from console.plan.limits import number as bound_text
 from console.plan.model import (
     DAYS,
+    ESTIMATED,
     Actuator,
     Capacity,
     DataRules,
@@ -461,26 +464,104 @@ def _workloads(f: _Field) -> tuple[Workload, ...]:
     return workloads
 
 
-def _capacity(f: _Field) -> Capacity:
-    c = f.mapping(("rps_per_replica", "source"), ("note",))
+_CAPACITY_KEYS = ("rps_per_replica", "source", "note", "throughput_tokens_per_second", "throughput_source")
+
+# What estimates a capacity no one measured (console/bench/estimate.py sweeps the plan's simulated
+# replica). It gets the plan with a provisional capacity (one replica for the whole interactive peak)
+# and returns the capacity to put in its place; the plan package itself runs no simulator.
+CapacityEstimator = Callable[[Plan], Capacity]
+_UNSET = Capacity(math.nan, ESTIMATED)  # only until the estimate is in: never leaves parse_plan
+
+
+def _capacity(f: _Field | None) -> Capacity | None:
+    """The measured capacity; None when the plan names no rps_per_replica (it is then estimated)."""
+    if f is None or f.is_null():  # `capacity:` with nothing under it reads as no capacity
+        return None
+    c = f.mapping((), _CAPACITY_KEYS)
+    throughput = (
+        c["throughput_tokens_per_second"].number(LIMITS["capacity.throughput_tokens_per_second"])
+        if "throughput_tokens_per_second" in c
+        else None
+    )
+    if "throughput_source" in c and throughput is None:
+        raise c["throughput_source"].fail(
+            "a throughput_source without throughput_tokens_per_second", "both, or neither"
+        )
+    throughput_source = c["throughput_source"].name() if "throughput_source" in c else ("manual" if throughput else "")
+    if "rps_per_replica" not in c:
+        for key in ("source", "note"):
+            if key in c:
+                raise c[key].fail(f"{key} without rps_per_replica", "rps_per_replica with its source, or neither")
+        if throughput is None:
+            raise f.fail(
+                "no rps_per_replica",
+                "capacity.rps_per_replica with its source (measure it: capcon bench), or no capacity section "
+                "(the planner then estimates it)",
+            )
+        return Capacity(
+            rps_per_replica=math.nan,  # replaced by the estimate
+            source=ESTIMATED,
+            throughput_tokens_per_second=throughput,
+            throughput_source=throughput_source,
+        )
+    if "source" not in c:
+        raise f.fail("missing key 'source'", "source to be set (manual, or the benchmark that measured it)")
+    source = c["source"].name()
+    if source == ESTIMATED:
+        raise c["source"].fail(
+            f"source {ESTIMATED!r} with a number", "the source of a measured capacity (manual, capcon bench, ...)"
+        )
     return Capacity(
         rps_per_replica=c["rps_per_replica"].number(LIMITS["capacity.rps_per_replica"]),
-        source=c["source"].name(),
+        source=source,
         note=c["note"].name(MAX_NOTE_LENGTH, newlines=True) if "note" in c else "",
+        throughput_tokens_per_second=throughput,
+        throughput_source=throughput_source,
     )
 
 
-def _check_fleet_size(plan: Plan, capacity: _Field) -> None:
+def _peak_interactive_rps(plan: Plan) -> float:
+    return max(sum(w.rps_by_hour[d][h] for w in plan.interactive) for d in range(7) for h in range(24))
+
+
+def _check_fleet_size(plan: Plan, capacity: _Field | None) -> None:
     """ceil(interactive peak / capacity) replicas: past MAX_PLAN_REPLICAS the plan describes no one fleet."""
-    peak = max(sum(w.rps_by_hour[d][h] for w in plan.interactive) for d in range(7) for h in range(24))
+    peak = _peak_interactive_rps(plan)
     replicas = math.ceil(peak / plan.capacity.rps_per_replica - 1e-9)
-    if replicas > MAX_PLAN_REPLICAS:
-        field = capacity.mapping(("rps_per_replica", "source"), ("note",))["rps_per_replica"]
-        raise field.fail(
-            f"{bound_text(plan.capacity.rps_per_replica)} rps per replica for the peak of {bound_text(peak)} rps "
-            f"needs {replicas:,} replicas",
-            f"at most {MAX_PLAN_REPLICAS} replicas for one plan (a larger capacity per replica, or one plan per fleet)",
+    if replicas <= MAX_PLAN_REPLICAS:
+        return
+    problem = (
+        f"{bound_text(plan.capacity.rps_per_replica)} rps per replica for the peak of {bound_text(peak)} rps "
+        f"needs {replicas:,} replicas"
+    )
+    expected = (
+        f"at most {MAX_PLAN_REPLICAS} replicas for one plan (a larger capacity per replica, or one plan per fleet)"
+    )
+    if capacity is None or plan.capacity.estimated:
+        raise PlanError(f"{plan.source_path}:1: capacity (estimated): {problem}; expected {expected}")
+    raise capacity.mapping((), _CAPACITY_KEYS)["rps_per_replica"].fail(problem, expected)
+
+
+def _estimated(plan: Plan, measured: Capacity | None, estimate: CapacityEstimator | None) -> Plan:
+    """`plan` with the estimator's capacity in place of the missing one (PlanError without an estimator)."""
+    if estimate is None:
+        raise PlanError(
+            f"{plan.source_path}:1: capacity: no rps_per_replica; expected one measured with `capcon bench --plan "
+            f"{plan.source_path} --write-plan` (this reader does not estimate it)"
         )
+    provisional = Capacity(_peak_interactive_rps(plan), ESTIMATED)
+    draft = replace(plan, capacity=provisional)
+    found = estimate(draft)
+    if measured is None:
+        return replace(plan, capacity=found)
+    return replace(
+        plan,
+        capacity=replace(
+            found,
+            throughput_tokens_per_second=measured.throughput_tokens_per_second,
+            throughput_source=measured.throughput_source,
+        ),
+    )
 
 
 def _url(f: _Field) -> str:
@@ -684,8 +765,18 @@ def _data(f: _Field | None) -> DataRules:
     )
 
 
-_TOP_REQUIRED = ("model", "gpu", "workloads", "capacity")
-_TOP_OPTIONAL = ("name", "timezone", "replica", "redundancy", "lead_time_minutes", "data", "overflow", "fleet")
+_TOP_REQUIRED = ("model", "gpu", "workloads")
+_TOP_OPTIONAL = (
+    "name",
+    "timezone",
+    "replica",
+    "capacity",
+    "redundancy",
+    "lead_time_minutes",
+    "data",
+    "overflow",
+    "fleet",
+)
 
 
 def _timezone(field: _Field) -> str:
@@ -748,12 +839,15 @@ def _compose(text: str, source_name: str) -> yaml.Node:
     except UnicodeError:  # unpaired surrogates in text handed to parse_plan (a file is decoded strictly)
         raise PlanError(f"{source_name}:1: not UTF-8 text; expected a plan file (YAML)") from None
     if node is None:
-        raise PlanError(f"{source_name}:1: the file is empty; expected a plan (model, gpu, workloads, capacity)")
+        raise PlanError(f"{source_name}:1: the file is empty; expected a plan (model, gpu, workloads)")
     return node
 
 
-def parse_plan(text: str, source_name: str) -> Plan:
-    """The plan written in `text`; `source_name` names it in error messages."""
+def parse_plan(text: str, source_name: str, estimate: CapacityEstimator | None = None) -> Plan:
+    """The plan written in `text`; `source_name` names it in error messages.
+
+    A plan without a measured capacity gets `estimate`'s (PlanError when None).
+    """
     if len(text) > MAX_PLAN_BYTES:
         raise PlanError(
             f"{source_name}:1: {len(text):,} characters; expected a plan of at most "
@@ -762,6 +856,8 @@ def parse_plan(text: str, source_name: str) -> Plan:
     root = _Field(_compose(text, source_name), "", source_name)
     top = root.mapping(_TOP_REQUIRED, _TOP_OPTIONAL)
     data = _data(top.get("data"))
+    measured = _capacity(top.get("capacity"))
+    needs_estimate = measured is None or measured.estimated
     plan = Plan(
         name=top["name"].name() if "name" in top else Path(source_name).stem,
         timezone=_timezone(top["timezone"]) if "timezone" in top else "UTC",
@@ -769,7 +865,7 @@ def parse_plan(text: str, source_name: str) -> Plan:
         gpu=_gpu(top["gpu"]),
         replica=_replica(top.get("replica")),
         workloads=_workloads(top["workloads"]),
-        capacity=_capacity(top["capacity"]),
+        capacity=_UNSET if needs_estimate else measured,  # type: ignore[arg-type]  # measured is set here
         redundancy=top["redundancy"].integer(LIMITS["redundancy"]) if "redundancy" in top else 1,
         lead_time_seconds=(
             top["lead_time_minutes"].number(LIMITS["lead_time_minutes"]) * 60.0 if "lead_time_minutes" in top else 600.0
@@ -780,7 +876,9 @@ def parse_plan(text: str, source_name: str) -> Plan:
         source_path=source_name,
         source_text=text,
     )
-    _check_fleet_size(plan, top["capacity"])
+    if needs_estimate:
+        plan = _estimated(plan, measured, estimate)
+    _check_fleet_size(plan, top.get("capacity"))
     return plan
 
 
@@ -851,8 +949,11 @@ def _read_bounded(path: str | Path, source: str) -> bytes:
         os.close(fd)
 
 
-def load_plan(path: str | Path) -> Plan:
-    """Read and check a plan file; any problem raises PlanError (one line, exit code 2)."""
+def load_plan(path: str | Path, estimate: CapacityEstimator | None = None) -> Plan:
+    """Read and check a plan file; any problem raises PlanError (one line, exit code 2).
+
+    `estimate` fills in a capacity the file does not give (console.bench.estimate.load_plan passes it).
+    """
     source = str(path)
     data = _read_bounded(path, source)
     try:
@@ -860,4 +961,4 @@ def load_plan(path: str | Path) -> Plan:
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
         raise PlanError(f"{source}:{line}: not UTF-8 text; expected a plan file (YAML)") from None
-    return parse_plan(text, source)
+    return parse_plan(text, source, estimate)

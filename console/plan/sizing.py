@@ -198,6 +198,8 @@ class Sizing:
     mean_rps: float
     rps_per_replica_measured: float
     capacity_source: str
+    capacity_estimated: bool  # no measurement: the planner's estimate (ESTIMATED_KEYS rest on it)
+    capacity_note: str
     redundancy: int
     per_replica_peak_rps: float
     input_tokens_mean: float
@@ -369,6 +371,8 @@ def size(plan: Plan) -> Sizing:
         mean_rps=demand.mean_rps,
         rps_per_replica_measured=capacity,
         capacity_source=plan.capacity.source,
+        capacity_estimated=plan.capacity.estimated,
+        capacity_note=plan.capacity.note,
         redundancy=plan.redundancy,
         per_replica_peak_rps=per_replica_rps,
         input_tokens_mean=demand.input_tokens_mean,

@@ -50,8 +50,8 @@ def test_missing_field(write_plan, capcon):
 
 
 def test_missing_section(write_plan, capcon):
-    path = write_plan({"capacity": None})
-    assert "missing key 'capacity'" in _error(capcon, path)
+    path = write_plan({"gpu": None})
+    assert "missing key 'gpu'" in _error(capcon, path)
 
 
 @pytest.mark.parametrize(
