@@ -115,6 +115,17 @@ def _goodput_at(plan: Plan, tp: int, rate: float, targets: BenchTargets, setting
     return sum(shares) / len(shares)
 
 
+def estimate_comment(plan: Plan) -> str:
+    """YAML comment lines for a file exported from a plan whose capacity is estimated ("" when measured)."""
+    if not plan.capacity.estimated:
+        return ""
+    return (
+        f"# The plan's capacity, {plan.capacity.rps_per_replica:.4g} rps per replica, is ESTIMATED, not measured:\n"
+        "# the load figures below rest on it. Measure it, write it into the plan and regenerate this file:\n"
+        f"#   {how_to_measure(plan)}\n"
+    )
+
+
 def load_plan(path: str | Path) -> Plan:
     """The plan file at `path`, its capacity estimated when it gives none (what every command reads)."""
     return schema.load_plan(path, estimate=estimate_capacity)

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from console.bench.estimate import load_plan
+from console.bench.estimate import estimate_comment, load_plan
 from console.errors import UserError
 from console.plan import catalog
 from console.plan.keda import DAY_NAMES, reactive_shortfall, scaled_object, schedule_document
@@ -209,9 +209,10 @@ def _check_server_address(url: str) -> None:
 def _exported(args) -> str:
     """--format keda or json of every file's schedule: YAML documents one after another, or one JSON value."""
     year = time.gmtime().tm_year  # the zone's daylight-saving dates are looked up from this year on
-    documents = []
+    documents, plans = [], []
     for path in args.file:
         plan = load_plan(path)
+        plans.append(plan)
         week = schedule(plan)
         if args.format == "json":
             documents.append(schedule_document(plan, week, year))
@@ -236,7 +237,9 @@ def _exported(args) -> str:
     if args.format == "json":
         body = documents[0] if len(documents) == 1 else {"schedules": documents}
         return json.dumps(body, indent=2, allow_nan=False) + "\n"
-    return yaml.safe_dump_all(documents, sort_keys=False, width=1_000_000, allow_unicode=True)
+    return "".join(estimate_comment(plan) for plan in plans) + yaml.safe_dump_all(
+        documents, sort_keys=False, width=1_000_000, allow_unicode=True
+    )
 
 
 def _write(text: str) -> None:

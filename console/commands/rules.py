@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from console.bench.estimate import load_plan
+from console.bench.estimate import estimate_comment, load_plan
 from console.errors import UserError
 from console.plan.rules import YEARS_COVERED, RuleOptions, rule_file
 
@@ -84,6 +84,7 @@ def run(args) -> int:
     header = (
         f"# Prometheus rules for plan {plan.name!r}, written by `capcon rules`: regenerate them when the plan\n"
         f"# changes; they know the plan's clock ({plan.timezone}) from {year} to {year + YEARS_COVERED - 1}.\n"
+        + estimate_comment(plan)
     )
     text = header + yaml.safe_dump(document, sort_keys=False, width=1_000_000, allow_unicode=True)
     if args.output is None:

@@ -271,6 +271,7 @@ def schedule_document(plan: Plan, schedule: Schedule, first_year: int) -> dict:
         "lead_time_minutes": schedule.lead_time_seconds / 60,
         "redundancy": schedule.redundancy,
         "rps_per_replica": schedule.rps_per_replica,
+        "capacity_estimated": schedule.capacity_estimated,  # the counts rest on an estimate, not a measurement
         "min_replicas": floor,
         "max_replicas": max(map(max, schedule.replicas_by_hour)),
         "replicas_by_hour": [list(day) for day in schedule.replicas_by_hour],

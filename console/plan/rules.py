@@ -351,7 +351,7 @@ def _alerts(plan: Plan, options: RuleOptions, t: Thresholds, plan_matcher: str) 
             + _with(_fleet_series("plan_capacity_rps"), _value("%.2f"))
             + " planned for this hour ("
             + _with(_fleet_series("plan_replicas_scheduled"), _value("%.0f"))
-            + f" x {per:.2f})",
+            + f" x {per:.2f}{' estimated' if plan.capacity.estimated else ''})",
         )
     )
     serving = record("fleet_replicas_serving") + own
@@ -373,7 +373,7 @@ def _alerts(plan: Plan, options: RuleOptions, t: Thresholds, plan_matcher: str) 
             )
             + " ("
             + _with(f"clamp_min({_fleet_series('fleet_replicas_serving')} - {plan.redundancy}, 0)", _value("%.0f"))
-            + f" x {per:.2f})",
+            + f" x {per:.2f}{' estimated' if plan.capacity.estimated else ''})",
         )
     )
     found.append(

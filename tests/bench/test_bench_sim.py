@@ -208,9 +208,11 @@ def test_throughput_mode_gives_the_replicas_tokens_per_second(sim_url, prompts_f
     from console.bench.simulated import simulated_throughput
 
     db = tmp_path / "history.sqlite"
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(FAST_PLAN.read_text())
     done = bench(
         "--target", sim_url, "--prompts", str(prompts_file), "--throughput", "--min-requests", "48",
-        "--ignore-eos", "--json", "--db", str(db),
+        "--ignore-eos", "--json", "--db", str(db), "--plan", str(plan), "--write-plan",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -220,6 +222,14 @@ def test_throughput_mode_gives_the_replicas_tokens_per_second(sim_url, prompts_f
     expected = simulated_throughput(load_plan(FAST_PLAN), [(PROMPT_WORDS, ANSWER_TOKENS, ANSWER_TOKENS)] * 48)
     print(f"throughput: live {report['output_tokens_per_second']:.0f} tok/s, offline engine {expected:.0f} tok/s")
     assert report["output_tokens_per_second"] == pytest.approx(expected, rel=0.15)
+    # --write-plan put it beside the capacity, where the planner sizes deferrable work with it.
+    written = load_plan(plan).capacity
+    assert written.throughput_tokens_per_second == pytest.approx(report["output_tokens_per_second"], rel=1e-3)
+    assert written.throughput_source.startswith("capcon bench --throughput ") and "48 requests all at once" in (
+        written.throughput_source
+    )
+    assert written.rps_per_replica == load_plan(FAST_PLAN).capacity.rps_per_replica  # the rest as it was
+    assert "wrote throughput" in done.stderr
     with sqlite3.connect(db) as store:
         ((kind,),) = store.execute("SELECT kind FROM events").fetchall()
     assert kind == "bench_throughput"

@@ -177,3 +177,18 @@ def test_the_estimate_is_computed_once_per_plan(unmeasured):
     draft = replace(parse_plan(unmeasured.read_text(), str(unmeasured)), capacity=Capacity(5.0, ESTIMATED))
     first = estimate_capacity(draft)
     assert estimate_capacity(draft) is first
+
+
+def test_rules_and_the_keda_schedule_say_the_capacity_is_an_estimate(unmeasured, capcon):
+    code, rules, err = capcon("rules", unmeasured, "--selector", 'job="vllm"')
+    assert code == 0, err
+    assert rules.startswith("# Prometheus rules") and "is ESTIMATED, not measured" in rules
+    above = yaml.safe_load(rules)["groups"]
+    annotations = [r["annotations"]["why"] for g in above for r in g["rules"] if r.get("alert") == "CapconAbovePlan"]
+    assert annotations and all(" estimated)" in why for why in annotations)
+    keda = ("plan", unmeasured, "--schedule", "--format", "keda", "--prometheus", "http://prometheus:9090")
+    code, scaled, err = capcon(*keda)
+    assert code == 0, err
+    assert scaled.startswith("# The plan's capacity") and yaml.safe_load(scaled)["kind"] == "ScaledObject"
+    code, schedule_json, _ = capcon("plan", unmeasured, "--schedule", "--format", "json")
+    assert json.loads(schedule_json)["capacity_estimated"] is True
