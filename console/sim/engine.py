@@ -240,26 +240,35 @@ class Engine:
         kv_tokens = 0
         prefill_tokens = 0
         index = 0
-        while index < len(self.running) and budget > 0:
-            request = self.running[index]
-            new = min(request.num_tokens - request.computed, budget)
-            need = blocks_for(request.computed + new, self.shape.block_size) - request.blocks
-            preempted_itself = False
-            while need > self.pool.free:
-                victim = self.running.pop()
-                self._preempt(victim)
-                preempted = True
-                if victim is request:
-                    preempted_itself = True
-                    break
-            if preempted_itself:
-                break  # vLLM stops scheduling running requests here
-            self.pool.take(need)
-            request.blocks += need
+        block_size = self.shape.block_size
+        pool, running = self.pool, self.running
+        # The hot loop of every offline sweep (a step per token, each over the whole batch): the
+        # token count and block arithmetic are inlined, and a request whose next token fits in its
+        # blocks (most decode steps) skips the pool.
+        while index < len(running) and budget > 0:
+            request = running[index]
+            computed = request.computed
+            num_tokens = request.prompt_tokens + request.generated
+            new = min(num_tokens - computed, budget)
+            total = computed + new
+            need = (-(-total // block_size) if total > 0 else 0) - request.blocks
+            if need:
+                preempted_itself = False
+                while need > pool.free:
+                    victim = running.pop()
+                    self._preempt(victim)
+                    preempted = True
+                    if victim is request:
+                        preempted_itself = True
+                        break
+                if preempted_itself:
+                    break  # vLLM stops scheduling running requests here
+                pool.take(need)
+                request.blocks += need
             scheduled.append((request, new))
             budget -= new
-            kv_tokens += request.computed + new
-            if not self._decoding(request, new):
+            kv_tokens += total
+            if not (new == 1 and request.generated > 0 and computed == num_tokens - 1):  # not a decode step
                 prefill_tokens += new
             index += 1
         while not preempted and self.waiting and budget > 0 and len(self.running) < self.shape.max_num_seqs:
@@ -289,10 +298,6 @@ class Engine:
         end = start + self.decode_step_seconds(kv_tokens, prefill_tokens)
         return _Step(start=start, end=end, scheduled=scheduled)
 
-    @staticmethod
-    def _decoding(request: SimRequest, new: int) -> bool:
-        return new == 1 and request.generated > 0 and request.computed == request.num_tokens - 1
-
     def _preempt(self, request: SimRequest) -> None:
         self.pool.release(request.blocks)
         request.blocks = 0
@@ -312,10 +317,10 @@ class Engine:
         in_rhythm = 0  # requests whose previous token came at this step's start: ITL = step length
         finished = False
         for request, new in step.scheduled:
-            if request.finished:
+            if request.finished_reason is not None:
                 continue  # aborted while the step ran
             request.computed += new
-            if request.computed < request.num_tokens:
+            if request.computed < request.prompt_tokens + request.generated:
                 continue  # a prefill chunk: no token yet
             request.generated += 1
             produced += 1
@@ -337,7 +342,7 @@ class Engine:
         if produced:
             observer.on_tokens(produced)
         if finished:
-            self.running = [r for r in self.running if not r.finished]
+            self.running = [r for r in self.running if r.finished_reason is None]
 
     def _finish(self, request: SimRequest, now: float, reason: str) -> None:
         if request.blocks:
