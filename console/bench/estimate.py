@@ -15,14 +15,14 @@ planner's rule back to it.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.plan import schema
 from console.plan.model import ESTIMATED, Capacity, Plan
 from console.plan.schema import PlanError
-from console.plan.sizing import TENSOR_PARALLEL_SIZES, size, usable_bytes, weight_bytes
+from console.plan.sizing import TENSOR_PARALLEL_SIZES, replicas_for, size, usable_bytes, weight_bytes
 
 LENGTHS = 2_000  # requests drawn from the workload's token distributions, cycled through the steps
 SEEDS = 3  # steps averaged where one would be too noisy
@@ -32,7 +32,9 @@ if TYPE_CHECKING:
     from console.bench.measure import BenchTargets
     from console.bench.runner import StepSettings
 
-_estimates: dict[Plan, Capacity] = {}  # a console with several plans, or a re-read, sweeps once per plan
+# A console with several plans, or a re-read, sweeps once per plan (and size).
+_estimates: dict[Plan, Capacity] = {}
+_sweeps: dict[Plan, float | None] = {}
 
 
 def how_to_measure(plan: Plan) -> str:
@@ -49,31 +51,22 @@ def estimate_capacity(draft: Plan) -> Capacity:
     """
     if draft in _estimates:
         return _estimates[draft]
-    # The simulator and the sweep only for a plan that needs them: every command reads plans through here.
-    from console.bench.measure import targets_from  # noqa: PLC0415
-    from console.bench.runner import StepSettings  # noqa: PLC0415
-    from console.bench.simulated import plan_lengths, simulated_sweep  # noqa: PLC0415
     from console.bench.sweep import Sweep  # noqa: PLC0415
 
     workload = draft.interactive[0]
-    targets = targets_from(workload)
-    settings = StepSettings(burstiness=workload.burstiness, max_tokens=max(1, round(workload.tokens.output_mean)))
+    targets, settings = _targets_and_settings(draft)
     fixed = draft.replica.tensor_parallel
     rps, used, tried = None, 0, []
     # The planner's rule is the smallest tensor-parallel size whose KV budget holds the peak's KV, and
     # that depends on the capacity: take the smallest size whose own estimate leads the rule back to it.
     for tp in (fixed,) if fixed is not None else TENSOR_PARALLEL_SIZES:
-        if usable_bytes(draft, tp) <= weight_bytes(draft):
-            continue  # the weights alone do not fit
-        at_size = replace(draft, replica=replace(draft.replica, tensor_parallel=tp))
-        sweep = Sweep(start=max(size(at_size).expected_rps_at_tpot_target, MIN_START_RPS))
-        simulated_sweep(at_size, plan_lengths(at_size, LENGTHS), targets, settings, sweep)
-        if sweep.capacity is None:
+        found = _swept(draft, tp)
+        if found is None:
             continue
-        tried.append((tp, sweep.capacity))
-        chosen = size(replace(draft, capacity=Capacity(sweep.capacity, ESTIMATED))).gpus_per_replica
+        tried.append((tp, found))
+        chosen = size(replace(draft, capacity=Capacity(found, ESTIMATED))).gpus_per_replica
         if fixed is not None or chosen == tp:
-            rps, used = sweep.capacity, tp
+            rps, used = found, tp
             break
     if rps is None and tried:  # no size is its own choice: the largest that carries anything
         used, rps = tried[-1]
@@ -99,6 +92,85 @@ def estimate_capacity(draft: Plan) -> Capacity:
     capacity = Capacity(rps_per_replica=rps, source=ESTIMATED, note=f"{note}; measure it: {how_to_measure(draft)}")
     _estimates[draft] = capacity
     return capacity
+
+
+def _targets_and_settings(plan: Plan) -> tuple[BenchTargets, StepSettings]:
+    """The first interactive workload's targets, and `capcon bench`'s default steps at its burstiness."""
+    # The simulator and the sweep only for a plan that needs them: every command reads plans through here.
+    from console.bench.measure import targets_from  # noqa: PLC0415
+    from console.bench.runner import StepSettings  # noqa: PLC0415
+
+    workload = plan.interactive[0]
+    settings = StepSettings(burstiness=workload.burstiness, max_tokens=max(1, round(workload.tokens.output_mean)))
+    return targets_from(workload), settings
+
+
+def _at_size(plan: Plan, tp: int) -> Plan:
+    # The caches' key too: a sweep at a set size reads no capacity but its start rate (from 1 rps a replica).
+    return replace(plan, capacity=Capacity(1.0, ESTIMATED), replica=replace(plan.replica, tensor_parallel=tp))
+
+
+def _swept(plan: Plan, tp: int) -> float | None:
+    """The sweep's capacity at tensor-parallel size `tp` (None: the weights do not fit, or no rate held)."""
+    at_size = _at_size(plan, tp)
+    if at_size in _sweeps:
+        return _sweeps[at_size]
+    from console.bench.simulated import plan_lengths, simulated_sweep  # noqa: PLC0415
+    from console.bench.sweep import Sweep  # noqa: PLC0415
+
+    found = None
+    if usable_bytes(plan, tp) > weight_bytes(plan):
+        targets, settings = _targets_and_settings(plan)
+        sweep = Sweep(start=max(size(at_size).expected_rps_at_tpot_target, MIN_START_RPS))
+        simulated_sweep(at_size, plan_lengths(at_size, LENGTHS), targets, settings, sweep)
+        found = sweep.capacity
+    _sweeps[at_size] = found
+    return found
+
+
+@dataclass(frozen=True)
+class SizeEstimate:
+    """One tensor-parallel size of the plan's simulated replica, estimated at the peak."""
+
+    tensor_parallel: int
+    rps_per_replica: float | None  # None: no rate held (or not swept: it covers the peak)
+    covers_peak: bool  # one replica carried the whole interactive peak (the sweep stopped there)
+    replicas: int | None  # for the peak, with redundancy
+    gpus: int | None
+    cost_per_hour: float | None
+
+
+def sizes_compared(plan: Plan) -> list[SizeEstimate]:
+    """Every tensor-parallel size whose weights fit, on the plan's simulated replica.
+
+    What the planner's smallest-size rule leaves out: a larger size can carry more per GPU (a 70B model
+    on 2 GPUs spends most of each step reading its weights). A size that carries the whole interactive
+    peak in one replica is not swept further: one replica (plus redundancy) is its answer.
+    """
+    from console.bench.simulated import plan_lengths, simulated_step  # noqa: PLC0415
+
+    peak = size(plan).peak_rps
+    targets, settings = _targets_and_settings(plan)
+    out = []
+    for tp in TENSOR_PARALLEL_SIZES:
+        if usable_bytes(plan, tp) <= weight_bytes(plan):
+            continue
+        at_size = _at_size(plan, tp)
+        rps = _sweeps.get(at_size)
+        covers = rps is not None and rps >= peak
+        if at_size not in _sweeps:
+            step = simulated_step(at_size, plan_lengths(at_size, settings.count(peak)), peak, settings, targets)
+            covers = step.goodput_share >= targets.share
+            rps = None if covers else _swept(plan, tp)
+        if covers:
+            replicas = 1 + plan.redundancy
+        elif rps is None:
+            out.append(SizeEstimate(tp, None, False, None, None, None))
+            continue
+        else:
+            replicas = replicas_for(peak, rps) + plan.redundancy
+        out.append(SizeEstimate(tp, rps, covers, replicas, replicas * tp, replicas * tp * plan.gpu.price_per_hour))
+    return out
 
 
 def _goodput_at(plan: Plan, tp: int, rate: float, targets: BenchTargets, settings: StepSettings) -> float:

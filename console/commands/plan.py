@@ -7,11 +7,12 @@ import json
 import os
 import sys
 import time
+from dataclasses import asdict
 from urllib.parse import urlsplit
 
 import yaml
 
-from console.bench.estimate import estimate_comment, load_plan
+from console.bench.estimate import SizeEstimate, estimate_comment, load_plan, sizes_compared
 from console.errors import UserError
 from console.plan import catalog
 from console.plan.keda import DAY_NAMES, reactive_shortfall, scaled_object, schedule_document
@@ -85,6 +86,15 @@ def add_parser(sub):
         ),
     )
     parser.add_argument(
+        "--sizes",
+        action="store_true",
+        help=(
+            "compare tensor-parallel sizes on the plan's simulated replica: each size whose weights fit, swept "
+            "offline as the capacity estimate is (rps per replica and per GPU, replicas and GPUs for the peak "
+            "with redundancy, $ per hour), and the cheapest; a few seconds per plan"
+        ),
+    )
+    parser.add_argument(
         "--format",
         choices=FORMATS,
         default="text",
@@ -145,7 +155,7 @@ def run(args) -> int:
         return 0
     # Every file is loaded and sized before anything is printed: a bad one among several stops
     # the run with its file:line message and exit 2, and no script reads half a report.
-    reports = [_report(path, args.schedule) for path in args.file]
+    reports = [_report(path, args.schedule, args.sizes) for path in args.file]
     if args.json:
         if len(reports) == 1:
             body = reports[0][2]
@@ -163,13 +173,17 @@ def run(args) -> int:
     return 0
 
 
-def _report(path: str, with_schedule: bool):
+def _report(path: str, with_schedule: bool, with_sizes: bool = False):
     """(file, sizing, JSON figures, text report) of one plan file; a PlanError (exit 2) for a bad one."""
     plan = load_plan(path)
     sizing = size(plan)
     week = schedule(plan) if with_schedule else None
     figures = to_json(sizing, week)
     text = render(sizing, week, path)
+    if with_sizes:
+        compared = sizes_compared(plan)
+        figures["sizes"] = [asdict(one) for one in compared]
+        text += sizes_text(compared, sizing)
     if week is not None:
         shortfall = reactive_shortfall(week)
         figures["reactive_shortfall"] = {
@@ -180,6 +194,44 @@ def _report(path: str, with_schedule: bool):
         }
         text += _reactive_words(shortfall, week.lead_time_seconds)
     return path, sizing, figures, text
+
+
+def sizes_text(compared: list[SizeEstimate], sizing) -> str:
+    """The --sizes table, and which size is the cheapest for the peak."""
+    lines = [
+        "",
+        f"Tensor-parallel sizes on the plan's simulated replica (estimates, at the peak of {sizing.peak_rps:.2f} rps "
+        f"with N+{sizing.redundancy})",
+        f"  {'TP':>2}  {'rps/replica':>12}  {'rps/GPU':>8}  {'replicas':>8}  {'GPUs':>5}  {'cost/h':>9}",
+    ]
+    for one in compared:
+        if one.replicas is None or one.gpus is None or one.cost_per_hour is None:
+            lines.append(f"  {one.tensor_parallel:>2}  no rate meets the targets")
+            continue
+        if one.covers_peak:
+            rps, per_gpu = "the peak", f">={sizing.peak_rps / one.tensor_parallel:.2f}"
+        else:
+            assert one.rps_per_replica is not None  # for mypy: swept, not covering
+            rps, per_gpu = f"{one.rps_per_replica:.2f}", f"{one.rps_per_replica / one.tensor_parallel:.2f}"
+        mark = "  <- this plan's" if one.tensor_parallel == sizing.gpus_per_replica else ""
+        lines.append(
+            f"  {one.tensor_parallel:>2}  {rps:>12}  {per_gpu:>8}  {one.replicas:>8}  {one.gpus:>5}  "
+            f"{'$' + format(one.cost_per_hour, ',.2f'):>9}{mark}"
+        )
+    priced = [one for one in compared if one.cost_per_hour is not None]
+    if priced:
+        best = min(priced, key=lambda one: (one.cost_per_hour, one.tensor_parallel))
+        own = next((one for one in priced if one.tensor_parallel == sizing.gpus_per_replica), None)
+        if own is not None and best.cost_per_hour is not None and own.cost_per_hour is not None:
+            if best.tensor_parallel == own.tensor_parallel or best.cost_per_hour >= own.cost_per_hour:
+                lines.append(f"This plan's size, TP {own.tensor_parallel}, is the cheapest for the peak.")
+            else:
+                lines.append(
+                    f"Cheapest for the peak: TP {best.tensor_parallel} at ${best.cost_per_hour:,.2f}/h against "
+                    f"${own.cost_per_hour:,.2f}/h at this plan's TP {own.tensor_parallel} "
+                    f"(replica.tensor_parallel: {best.tensor_parallel}); measure both before you switch."
+                )
+    return "\n".join(lines) + "\n"
 
 
 def _reactive_words(shortfall, lead_time_seconds: float) -> str:

@@ -192,3 +192,25 @@ def test_rules_and_the_keda_schedule_say_the_capacity_is_an_estimate(unmeasured,
     assert scaled.startswith("# The plan's capacity") and yaml.safe_load(scaled)["kind"] == "ScaledObject"
     code, schedule_json, _ = capcon("plan", unmeasured, "--schedule", "--format", "json")
     assert json.loads(schedule_json)["capacity_estimated"] is True
+
+
+def test_sizes_compares_tensor_parallel_sizes_and_names_the_cheapest(unmeasured, capcon):
+    code, out, err = capcon("plan", unmeasured, "--sizes", "--json")
+    assert code == 0, err
+    sizes = {one["tensor_parallel"]: one for one in json.loads(out)["sizes"]}
+    assert set(sizes) == {1, 2, 4, 8}  # 70 GB of INT8 weights fit an 80 GB GPU, barely
+    own = sizes[2]  # the planner's rule picks TP 2 at its own estimate
+    assert own["rps_per_replica"] == pytest.approx(
+        parse_plan(unmeasured.read_text(), str(unmeasured)).capacity.rps_per_replica
+    )
+    assert own["replicas"] == -(-5 // own["rps_per_replica"]) + 1 and own["gpus"] == own["replicas"] * 2
+    # A larger size carries more per GPU here: the step is mostly reading the weights.
+    assert sizes[4]["rps_per_replica"] / 4 > own["rps_per_replica"] / 2
+    assert sizes[8]["covers_peak"] is True and sizes[8]["replicas"] == 2
+    code, text, _ = capcon("plan", unmeasured, "--sizes")
+    cheapest = min(
+        (one for one in sizes.values() if one["cost_per_hour"]),
+        key=lambda o: (o["cost_per_hour"], o["tensor_parallel"]),
+    )
+    assert f"Cheapest for the peak: TP {cheapest['tensor_parallel']} at ${cheapest['cost_per_hour']:,.2f}/h" in text
+    assert "<- this plan's" in next(line for line in text.splitlines() if line.startswith("   2 "))
