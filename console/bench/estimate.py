@@ -25,12 +25,19 @@ from console.plan.schema import PlanError
 from console.plan.sizing import TENSOR_PARALLEL_SIZES, replicas_for, size, usable_bytes, weight_bytes
 
 LENGTHS = 2_000  # requests drawn from the workload's token distributions, cycled through the steps
+# Simulated tokens (prompt and answer) one estimate, and one --sizes comparison, may process: about
+# 0.3-0.5 s of CPU a million. The shipped plans take 1.6-5.6 M (sizes: 5-17 M); a plan past it (answers
+# of 100k tokens at hundreds of rps) is told to measure instead of waiting minutes.
+ESTIMATE_TOKENS = 20_000_000
+SIZES_TOKENS = 40_000_000
+last_budget: TokenBudget | None = None  # what the latest estimate or comparison spent (for tests)
 SEEDS = 3  # steps averaged where one would be too noisy
 MIN_START_RPS = 0.05  # the sweep starts at the roofline's rate at the TPOT target, never below this
 
 if TYPE_CHECKING:
     from console.bench.measure import BenchTargets
     from console.bench.runner import StepSettings
+    from console.bench.simulated import TokenBudget
 
 # A console with several plans, or a re-read, sweeps once per plan (and size).
 _estimates: dict[Plan, Capacity] = {}
@@ -47,12 +54,31 @@ def estimate_capacity(draft: Plan) -> Capacity:
     """The capacity of `draft`'s simulated replica at its first interactive workload's targets.
 
     `draft.capacity` is provisional (the loader's); only the tensor-parallel size reads it.
-    PlanError when not even the sweep's lowest rate meets the targets.
+    PlanError when not even the sweep's lowest rate meets the targets, or when the estimate would
+    simulate more than ESTIMATE_TOKENS.
     """
     if draft in _estimates:
         return _estimates[draft]
+    from console.bench.simulated import BudgetSpent, TokenBudget  # noqa: PLC0415
     from console.bench.sweep import Sweep  # noqa: PLC0415
 
+    global last_budget
+    last_budget = budget = TokenBudget(ESTIMATE_TOKENS)
+    try:
+        capacity = _estimate(draft, budget, Sweep(start=1).floor)
+    except BudgetSpent:
+        workload = draft.interactive[0]
+        raise PlanError(
+            f"{draft.source_path}:1: capacity: not given, and estimating it would simulate more than "
+            f"{ESTIMATE_TOKENS:,} tokens (workload {workload.name!r}: {workload.tokens.input_mean:,.0f} + "
+            f"{workload.tokens.output_mean:,.0f} tokens a request); expected a measured capacity "
+            f"({how_to_measure(draft)})"
+        ) from None
+    _estimates[draft] = capacity
+    return capacity
+
+
+def _estimate(draft: Plan, budget: TokenBudget, floor: float) -> Capacity:
     workload = draft.interactive[0]
     targets, settings = _targets_and_settings(draft)
     fixed = draft.replica.tensor_parallel
@@ -60,7 +86,7 @@ def estimate_capacity(draft: Plan) -> Capacity:
     # The planner's rule is the smallest tensor-parallel size whose KV budget holds the peak's KV, and
     # that depends on the capacity: take the smallest size whose own estimate leads the rule back to it.
     for tp in (fixed,) if fixed is not None else TENSOR_PARALLEL_SIZES:
-        found = _swept(draft, tp)
+        found = _swept(draft, tp, budget)
         if found is None:
             continue
         tried.append((tp, found))
@@ -74,14 +100,14 @@ def estimate_capacity(draft: Plan) -> Capacity:
         raise PlanError(
             f"{draft.source_path}:1: capacity: not given, and the plan's simulated replica meets the targets of "
             f"workload {workload.name!r} (p95 TTFT {targets.ttft:g} s, p95 TPOT {targets.tpot:g} s) at no rate "
-            f"down to {Sweep(start=1).floor} rps; expected targets one replica can meet, or a measured capacity "
+            f"down to {floor} rps; expected targets one replica can meet, or a measured capacity "
             f"({how_to_measure(draft)})"
         )
     note = (
         f"the plan's simulated replica swept offline at the targets of workload {workload.name!r} "
         f"(goodput {targets.share:.0%})"
     )
-    unloaded = _goodput_at(draft, used, rps / 2, targets, settings)
+    unloaded = _goodput_at(draft, used, rps / 2, targets, settings, budget)
     if unloaded < targets.share + (1 - targets.share) / 2:
         # Requests that miss at any load (long prompts' prefill past the TTFT target, say) leave the
         # share barely met everywhere: where the sweep stops is then noise, not a knee.
@@ -89,9 +115,7 @@ def estimate_capacity(draft: Plan) -> Capacity:
             f"; at half that rate goodput is still only {unloaded:.1%}: some requests miss the targets at any "
             "load, so this figure is noise-bound"
         )
-    capacity = Capacity(rps_per_replica=rps, source=ESTIMATED, note=f"{note}; measure it: {how_to_measure(draft)}")
-    _estimates[draft] = capacity
-    return capacity
+    return Capacity(rps_per_replica=rps, source=ESTIMATED, note=f"{note}; measure it: {how_to_measure(draft)}")
 
 
 def _targets_and_settings(plan: Plan) -> tuple[BenchTargets, StepSettings]:
@@ -110,7 +134,7 @@ def _at_size(plan: Plan, tp: int) -> Plan:
     return replace(plan, capacity=Capacity(1.0, ESTIMATED), replica=replace(plan.replica, tensor_parallel=tp))
 
 
-def _swept(plan: Plan, tp: int) -> float | None:
+def _swept(plan: Plan, tp: int, budget: TokenBudget) -> float | None:
     """The sweep's capacity at tensor-parallel size `tp` (None: the weights do not fit, or no rate held)."""
     at_size = _at_size(plan, tp)
     if at_size in _sweeps:
@@ -122,7 +146,7 @@ def _swept(plan: Plan, tp: int) -> float | None:
     if usable_bytes(plan, tp) > weight_bytes(plan):
         targets, settings = _targets_and_settings(plan)
         sweep = Sweep(start=max(size(at_size).expected_rps_at_tpot_target, MIN_START_RPS))
-        simulated_sweep(at_size, plan_lengths(at_size, LENGTHS), targets, settings, sweep)
+        simulated_sweep(at_size, plan_lengths(at_size, LENGTHS), targets, settings, sweep, budget)
         found = sweep.capacity
     _sweeps[at_size] = found
     return found
@@ -138,6 +162,7 @@ class SizeEstimate:
     replicas: int | None  # for the peak, with redundancy
     gpus: int | None
     cost_per_hour: float | None
+    over_budget: bool = False  # not estimated: it would simulate more than the budget allows
 
 
 def sizes_compared(plan: Plan) -> list[SizeEstimate]:
@@ -147,8 +172,10 @@ def sizes_compared(plan: Plan) -> list[SizeEstimate]:
     on 2 GPUs spends most of each step reading its weights). A size that carries the whole interactive
     peak in one replica is not swept further: one replica (plus redundancy) is its answer.
     """
-    from console.bench.simulated import plan_lengths, simulated_step  # noqa: PLC0415
+    from console.bench.simulated import BudgetSpent, TokenBudget, plan_lengths, simulated_step  # noqa: PLC0415
 
+    global last_budget
+    last_budget = budget = TokenBudget(SIZES_TOKENS)
     peak = size(plan).peak_rps
     targets, settings = _targets_and_settings(plan)
     out = []
@@ -159,9 +186,15 @@ def sizes_compared(plan: Plan) -> list[SizeEstimate]:
         rps = _sweeps.get(at_size)
         covers = rps is not None and rps >= peak
         if at_size not in _sweeps:
-            step = simulated_step(at_size, plan_lengths(at_size, settings.count(peak)), peak, settings, targets)
-            covers = step.goodput_share >= targets.share
-            rps = None if covers else _swept(plan, tp)
+            try:
+                lengths = plan_lengths(at_size, settings.count(peak))
+                covers = (
+                    simulated_step(at_size, lengths, peak, settings, targets, budget).goodput_share >= targets.share
+                )
+                rps = None if covers else _swept(plan, tp, budget)
+            except BudgetSpent:
+                out.append(SizeEstimate(tp, None, False, None, None, None, over_budget=True))
+                continue
         if covers:
             replicas = 1 + plan.redundancy
         elif rps is None:
@@ -173,14 +206,21 @@ def sizes_compared(plan: Plan) -> list[SizeEstimate]:
     return out
 
 
-def _goodput_at(plan: Plan, tp: int, rate: float, targets: BenchTargets, settings: StepSettings) -> float:
+def _goodput_at(
+    plan: Plan, tp: int, rate: float, targets: BenchTargets, settings: StepSettings, budget: TokenBudget | None = None
+) -> float:
     """Mean goodput share of a step at `rate` over a few seeds (one step is noisy at a 99 % share)."""
     from console.bench.simulated import plan_lengths, simulated_step  # noqa: PLC0415
 
     at_size = replace(plan, replica=replace(plan.replica, tensor_parallel=tp))
     shares = [
         simulated_step(
-            at_size, plan_lengths(at_size, settings.count(rate), seed), rate, replace(settings, seed=seed), targets
+            at_size,
+            plan_lengths(at_size, settings.count(rate), seed),
+            rate,
+            replace(settings, seed=seed),
+            targets,
+            budget,
         ).goodput_share
         for seed in range(SEEDS)
     ]

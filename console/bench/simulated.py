@@ -28,6 +28,24 @@ Lengths = tuple[int, int, int]  # prompt tokens, tokens answered, max_tokens ask
 DRAIN_SECONDS = 3600.0  # simulated time a step may take to finish after its last arrival
 
 
+class BudgetSpent(Exception):
+    """The simulation was asked for more tokens than its budget allows."""
+
+
+@dataclass
+class TokenBudget:
+    """Tokens (prompt and answer) the simulated steps may process in all: what bounds their CPU."""
+
+    limit: int
+    used: int = 0
+
+    def spend(self, lengths: Sequence[Lengths]) -> None:
+        tokens = sum(prompt + answer for prompt, answer, _ in lengths)
+        if self.used + tokens > self.limit:
+            raise BudgetSpent(f"{self.used + tokens:,} simulated tokens, more than {self.limit:,}")
+        self.used += tokens
+
+
 @dataclass(frozen=True)
 class SimulatedStep:
     rate: float
@@ -50,9 +68,19 @@ def plan_lengths(plan: Plan, count: int, seed: int = 0) -> list[Lengths]:
 
 
 def simulated_step(
-    plan: Plan, lengths: Sequence[Lengths], rate: float, settings: StepSettings, targets: BenchTargets
+    plan: Plan,
+    lengths: Sequence[Lengths],
+    rate: float,
+    settings: StepSettings,
+    targets: BenchTargets,
+    budget: TokenBudget | None = None,
 ) -> SimulatedStep:
-    """One step of len(lengths) requests at `rate` on a fresh simulated replica of `plan`."""
+    """One step of len(lengths) requests at `rate` on a fresh simulated replica of `plan`.
+
+    BudgetSpent, before anything is simulated, when `budget` cannot pay for the step.
+    """
+    if budget is not None:
+        budget.spend(lengths)
     engine = Engine(replica_shape(plan))
     offsets = arrival_offsets(len(lengths), rate, settings.burstiness, random.Random(f"{settings.seed}:{rate}"))
     requests = []
@@ -82,15 +110,19 @@ def simulated_sweep(
     targets: BenchTargets,
     settings: StepSettings,
     sweep: Sweep,
+    budget: TokenBudget | None = None,
 ) -> list[SimulatedStep]:
-    """The sweep `capcon bench` would run, on the simulated replica; `sweep.capacity` is where it lands."""
+    """The sweep `capcon bench` would run, on the simulated replica; `sweep.capacity` is where it lands.
+
+    BudgetSpent when `budget` cannot pay for the next step (the sweep keeps what the steps before found).
+    """
     steps = []
     taken = 0
     while (rate := sweep.next_rate()) is not None:
         count = settings.count(rate)
         chosen = [lengths[(taken + i) % len(lengths)] for i in range(count)]
         taken += count
-        step = simulated_step(plan, chosen, rate, settings, targets)
+        step = simulated_step(plan, chosen, rate, settings, targets, budget)
         steps.append(step)
         sweep.record(rate, step.goodput_share >= targets.share)
     return steps

@@ -206,7 +206,8 @@ def sizes_text(compared: list[SizeEstimate], sizing) -> str:
     ]
     for one in compared:
         if one.replicas is None or one.gpus is None or one.cost_per_hour is None:
-            lines.append(f"  {one.tensor_parallel:>2}  no rate meets the targets")
+            why = "not estimated: past the simulation budget" if one.over_budget else "no rate meets the targets"
+            lines.append(f"  {one.tensor_parallel:>2}  {why}")
             continue
         if one.covers_peak:
             rps, per_gpu = "the peak", f">={sizing.peak_rps / one.tensor_parallel:.2f}"

@@ -214,3 +214,15 @@ def test_sizes_compares_tensor_parallel_sizes_and_names_the_cheapest(unmeasured,
     )
     assert f"Cheapest for the peak: TP {cheapest['tensor_parallel']} at ${cheapest['cost_per_hour']:,.2f}/h" in text
     assert "<- this plan's" in next(line for line in text.splitlines() if line.startswith("   2 "))
+
+
+def test_an_estimate_past_its_simulation_budget_is_refused_in_one_line(monkeypatch, write_plan, capcon):
+    from console.bench import estimate
+
+    monkeypatch.setattr(estimate, "ESTIMATE_TOKENS", 200_000)  # a few steps of this plan
+    path = write_plan({"capacity": None, "name": "budget"})
+    code, out, err = capcon("plan", path)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "estimating it would simulate more than 200,000 tokens" in err
+    assert "capcon bench --target URL --prompts FILE" in err
+    assert estimate.last_budget is not None and estimate.last_budget.used <= 200_000
