@@ -30,7 +30,7 @@ class PlanNow:
     weekday: int  # 0 = Monday
     hour: int
     replicas_scheduled: int
-    rps_per_replica: float  # measured at the goodput target
+    rps_per_replica: float  # measured at the goodput target (or estimated: capacity_estimated)
     planned_capacity_rps: float  # scheduled replicas x per-replica capacity
     planned_load_rps: float  # the plan's busiest-five-minutes rps for this hour, interactive workloads
     replicas_scheduled_soon: int  # the most the schedule asks for within the lead time
@@ -47,6 +47,8 @@ class PlanNow:
     gpu_price_per_hour: float
     overflow_mode: str
     max_queue: int
+    # The per-replica capacity is the planner's estimate, not a measurement: what rests on it says so.
+    capacity_estimated: bool = False
 
 
 def _clock(at: float, utc_offset_seconds: float) -> tuple[int, int]:
@@ -95,6 +97,7 @@ def plan_now(plan: Plan, now: float, utc_offset_seconds: float = 0.0) -> PlanNow
         hour=hour,
         replicas_scheduled=int(replicas),
         rps_per_replica=plan.capacity.rps_per_replica,
+        capacity_estimated=plan.capacity.estimated,
         planned_capacity_rps=float(capacity),
         planned_load_rps=float(load),
         replicas_scheduled_soon=int(soon),
