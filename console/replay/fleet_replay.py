@@ -7,26 +7,31 @@ Each recorded poll goes through the same steps as a live one:
 
 so feeding every poll in order gives the same flags at the same moments. Going
 back or jumping far ahead cannot skip polls: the flags and trends remember the
-last minutes. So a jump restarts the chain WARMUP_SECONDS before the target (or at
-the start of the console run that took it, if later) and feeds every poll from
-there. Stepping back restores a keyframe (the watcher's rings and the view, taken
-every KEYFRAME_EVERY polls) and feeds the few polls after it, when the chain
-already held enough warm figures at that moment; otherwise it warms up again.
+last minutes. A jump carries on from the checkpoint the console stored before the
+target in the same run (console.replay.restore: the live state after that poll, a
+few dozen polls back), or, in a file without one (an older capcon, other flag
+rules), restarts the chain WARMUP_SECONDS before the target (or at the start of
+the console run that took it, if later) and feeds every poll from there; whichever
+computes fewer polls. Stepping back restores a keyframe (the watcher's rings and
+the view, taken every KEYFRAME_EVERY polls) and feeds the few polls after it, when
+the chain already held enough warm figures at that moment; otherwise it starts again.
 
 What a warm-up cannot know: a condition that held since before it began. Such a
 flag shows as raised (after its minimum duration) with its `since` at the warm-up
 start; everything else (figures, trends, flags born inside the warm-up) is what a
-replay from the start shows.
+replay from the start shows. A chain from a checkpoint shows exactly that too.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 
 from console.fleet.plan_now import plan_now
 from console.fleet.view import FleetView, advance
 from console.live.watcher import RecordedSource, Watcher, WatcherMemory
 from console.replay.loader import RecordedFleet
+from console.replay.restore import restore
 from console.store.records import RecordedPoll
 
 # What the flags and trends remember: trends 600 s, a drift looks back 120 s, a restart is held
@@ -36,11 +41,18 @@ WARMUP_SECONDS = 15 * 60.0
 # this much, plus two windows for the watcher's rings, of warm figures.
 TREND_SPAN_SECONDS = 600.0
 KEYFRAME_EVERY = 30  # polls between keyframes: stepping back one poll recomputes at most this many
+# What restoring a checkpoint costs, in polls fed: it reads back the polls holding the window's samples.
+RESTORE_COST = 15  # measured: about as long as feeding 15 polls (20 replicas, a 60 s window at 1 s)
 KEYFRAME_REACH_SECONDS = 30 * 60.0  # keyframes kept this far either side of the replay clock (memory stays bounded)
 
 
 class ReplayStopped(Exception):
     """The console is closing: a warm-up in progress gives up between batches."""
+
+
+@dataclass(frozen=True)
+class Restore:
+    index: int  # the checkpointed poll a chain carries on from
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,7 @@ class FleetReplay:
             -1: Keyframe(-1, None, None, None)
         }  # the current chain's, by poll index
         self._chain_start = 0  # the first poll the current chain fed: it remembers nothing before it
+        self._unusable: set[int] = set()  # checkpoints that could not be read back
 
     @property
     def name(self) -> str:
@@ -84,30 +97,63 @@ class FleetReplay:
             self._reset(-1)
             return 0
         origin, _ = self._plan(index)
-        if isinstance(origin, Keyframe):
+        if isinstance(origin, Restore):
+            if not self._restore(origin.index):
+                self._unusable.add(origin.index)  # plan again without it
+                return self.go_to(index)
+        elif isinstance(origin, Keyframe):
             self._load(origin)
         elif origin != self.position:
             self._reset(origin - 1)  # a new chain: nothing remembered before `origin`
         return self._feed(index)
 
-    def _plan(self, index: int) -> tuple[Keyframe | int | None, int]:
-        """Where to compute `index` from (the current position, a keyframe, or a warm-up start) and the cost."""
+    def _plan(self, index: int) -> tuple[Keyframe | Restore | int | None, int]:
+        """Where to compute `index` from (the current position, a keyframe, a checkpoint, or a warm-up start)
+        and how many polls that computes: the cheapest of them."""
         if index == self.position or index < 0:
             return None, 0
         # Nothing before the console run that took the poll counts: that run started from nothing too.
-        warm = max(
-            self.recorded.index_from(self.recorded.times[index] - self.warmup_seconds),
-            self.recorded.session_start(index),
-        )
-        if self.position < index and self.position + 1 >= warm:
-            return self.position, index - self.position
+        session = self.recorded.session_start(index)
+        warm = max(self.recorded.index_from(self.recorded.times[index] - self.warmup_seconds), session)
+        exact = self._chain_start <= session  # the current chain began with the run (or at a checkpoint of it)
+        # (estimated cost, origin, polls computed); on a tie the first listed wins.
+        choices: list[tuple[float, Keyframe | Restore | int, int]] = []
+        if self.position < index and (self.position + 1 >= warm or exact):
+            choices.append((index - self.position, self.position, index - self.position))
         # A keyframe serves only if its chain reaches back at least as far as a warm-up would: one taken
         # early in a chain started for a later target has not warmed up yet (its trends begin mid-way).
-        kept = [i for i in self._keyframes if warm - 1 <= i <= index] if self._warm_enough(index) else []
-        if kept:
-            best = self._keyframes[max(kept)]
-            return best, index - best.index
-        return warm, index - warm + 1
+        if self._warm_enough(index):
+            low = session - 1 if exact else warm - 1
+            kept = [i for i in self._keyframes if low <= i <= index]
+            if kept:
+                best = self._keyframes[max(kept)]
+                choices.append((index - best.index, best, index - best.index))
+        stored = self._checkpoint_before(index, session)
+        if stored is not None:
+            choices.append((index - stored + RESTORE_COST, Restore(stored), index - stored))
+        choices.append((index - warm + 1, warm, index - warm + 1))
+        _, origin, computed = min(choices, key=lambda choice: choice[0])
+        return origin, computed
+
+    def _checkpoint_before(self, index: int, session: int) -> int | None:
+        """The latest usable checkpoint of the run of poll `index` before it."""
+        checkpoints = self.recorded.checkpoints
+        at = bisect_left(checkpoints, index) - 1
+        while at >= 0 and checkpoints[at] >= session:
+            if checkpoints[at] not in self._unusable:
+                return checkpoints[at]
+            at -= 1
+        return None
+
+    def _restore(self, index: int) -> bool:
+        restored = restore(self.recorded, index)
+        if restored is None:
+            return False
+        self._watcher, self.view = restored
+        self.position, self.poll = index, None
+        self._chain_start = self.recorded.session_start(index)  # as good as a chain from the run's start
+        self._keyframes = {}  # the view after `index` itself was not rebuilt: nothing to step back to there
+        return True
 
     def _warm_enough(self, index: int) -> bool:
         """Whether the current chain remembers enough before poll `index` to show the view a full replay shows there."""

@@ -19,6 +19,7 @@ from statistics import median
 
 from console.errors import UserError
 from console.plan.model import Plan
+from console.store.checkpoints import StoredState, checkpoint_polls, read_state
 from console.store.database import Store, reading_errors
 
 # What the recorder writes when a console or `capcon record` starts and stops.
@@ -59,6 +60,33 @@ class RecordedFleet:
         self.session_starts = session_starts
         self._lock = lock  # one connection, shared by every fleet of the file
         self._plans: dict[int, Plan | None] = {}
+        self.checkpoints: list[int] = []  # indexes of the polls stored with a checkpoint this build can use
+        self._find_checkpoints()
+
+    def _find_checkpoints(self) -> None:
+        fleet_id = self.store.fleet_id(self.name)
+        stored = checkpoint_polls(self.store.connection, fleet_id) if fleet_id is not None else []
+        if not stored:
+            self.checkpoints = []
+            return
+        where = {poll_id: i for i, poll_id in enumerate(self.ids)}
+        self.checkpoints = sorted(where[poll_id] for poll_id in stored if poll_id in where)
+
+    def checkpoint(self, index: int) -> StoredState | None:
+        """The checkpoint stored with poll `index` (None when it cannot be used), read back."""
+        with self._lock, reading_errors(self.store.path):
+            return read_state(self.store.connection, self.ids[index])
+
+    def polls_by_id(self, poll_ids: list[int]) -> dict[int, RecordedPoll]:
+        """Polls named by id (those still in the file), decoded."""
+        with self._lock, reading_errors(self.store.path):
+            found = {}
+            for poll_id in poll_ids:
+                try:
+                    found[poll_id] = self.store.poll(poll_id)
+                except KeyError:
+                    continue
+            return found
 
     @property
     def start(self) -> float:
@@ -100,6 +128,7 @@ class RecordedFleet:
         # Runs already indexed keep their starts: chains and keyframes computed on them stay valid.
         self.session_starts = self.session_starts | frozenset(i for i in session_starts if i >= before)
         self.last = len(self.times) - 1  # the new polls are inside the range: refresh reads none past --to
+        self._find_checkpoints()  # the caller holds the lock
 
     def index_from(self, at: float) -> int:
         """The first poll taken at or after `at`."""

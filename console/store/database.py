@@ -36,6 +36,7 @@ from console.metrics.figures import FleetFigures
 from console.metrics.vllm import ReplicaSample
 from console.redact import redact
 from console.store import codec, json_out
+from console.store.checkpoints import CheckpointWriter, rules_digest
 from console.store.json_out import finite, text
 from console.store.records import Event, FlagEvent, FleetInfo, PlanVersion, PollRecord, RecordedPoll
 from console.store.schema import (
@@ -193,6 +194,7 @@ class Store:
         self._shape_rows: dict[int, tuple] = {}
         self._replica_names: dict[int, tuple[str, str]] = {}
         self._fleet_names: dict[int, str] = {}
+        self._checkpoints = CheckpointWriter()
 
     # --- opening -------------------------------------------------------------
 
@@ -328,7 +330,24 @@ class Store:
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (fleet_id, poll_id, *row),
                 )
+            checkpoint = self._write_checkpoint(fleet_id, poll_id, at, record)
+        if checkpoint:
+            self._checkpoints.written(fleet_id, poll_id, record.state)
         return poll_id
+
+    def _write_checkpoint(self, fleet_id: int, poll_id: int, at: float, record: PollRecord) -> bool:
+        """A replay checkpoint with the poll, when the record carries the console's state (and it can be named)."""
+        self._checkpoints.seen(fleet_id, poll_id, record)
+        if record.state is None:
+            return False
+        blob = self._checkpoints.encode(fleet_id, poll_id, record.state)
+        if blob is None:
+            return False
+        self.connection.execute(
+            "INSERT INTO checkpoints (poll_id, fleet_id, at, format, state) VALUES (?, ?, ?, ?, ?)",
+            (poll_id, fleet_id, at, rules_digest(), blob),
+        )
+        return True
 
     @staticmethod
     def _flag_row(change, at: float) -> tuple:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from console.fleet.flags import Flag
+from console.fleet.flags import Flag, FlagState
+from console.fleet.trends import Trends
 from console.metrics.figures import Figures, FleetFigures
 from console.plan.model import Plan
 from console.targets import TargetResult
@@ -16,6 +17,19 @@ class FlagChange:
     change: Literal["raised", "cleared"]
     flag: Flag
     figures: Figures | None  # the subject's figures at that poll (a replica's, or the fleet total)
+
+
+@dataclass(frozen=True)
+class PollState:
+    """What the console carried from one poll to the next: stored now and then as a replay checkpoint.
+
+    `watcher` is the watcher's memory (console.live.watcher.WatcherMemory: source, window_seconds,
+    interval_seconds, rings, last_good, restarted, latest), or None for a figure source.
+    """
+
+    trends: Trends
+    flag_state: FlagState
+    watcher: Any = None
 
 
 @dataclass(frozen=True)
@@ -34,6 +48,7 @@ class PollRecord:
     flag_changes: tuple[FlagChange, ...] = ()
     source_error: str = ""
     plan_clock: float | None = None  # where in its week the plan was read (FleetHandle.plan_time)
+    state: PollState | None = None  # written as a replay checkpoint (console.store.checkpoints)
 
 
 @dataclass(frozen=True)

@@ -232,6 +232,10 @@ def _roll_chunk(store: Store, fleet_id: int, start: float, end: float) -> tuple[
         "DELETE FROM samples WHERE poll_id IN (SELECT id FROM polls WHERE fleet_id = ? AND at >= ? AND at < ?)",
         (fleet_id, start, end),
     ).rowcount
+    connection.execute(  # a checkpoint is no use without the samples it names
+        "DELETE FROM checkpoints WHERE poll_id IN (SELECT id FROM polls WHERE fleet_id = ? AND at >= ? AND at < ?)",
+        (fleet_id, start, end),
+    )
     polls = connection.execute(
         "DELETE FROM polls WHERE fleet_id = ? AND at >= ? AND at < ?", (fleet_id, start, end)
     ).rowcount

@@ -11,14 +11,16 @@ minute's peaks) and retention settings. Version 3: what a page said of the proce
 (its model and engine labels, how many series of each figure it served: one row per distinct
 shape, referenced by each sample) and the impossible values it held (`doubtful`), so a replay
 detects a new process and a page cut short as the live console did. A version-2 file is still
-read (those samples say nothing of their process, as before); a writer migrates it.
+read (those samples say nothing of their process, as before); a writer migrates it. Version 4:
+replay checkpoints (console.store.checkpoints), what a replay needs to carry on from a poll without
+the polls before it; a file without them replays as before, warming up on the polls before a jump.
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 OLDEST_READABLE = 2  # readers take a file of this version on without migrating it (what is newer is additive)
 
 COUNTER_COLUMNS = (
@@ -96,7 +98,17 @@ ALTER TABLE minutes ADD COLUMN shape_id INTEGER REFERENCES page_shapes(id);
 ALTER TABLE minutes ADD COLUMN doubtful TEXT;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)  # MIGRATIONS[n - 1] takes a file from version n - 1 to n
+# One per checkpointed poll: `state` is compressed JSON, `format` the code it is valid for (a replay built
+# from other flag or window rules would not carry on from it to what a replay from the start shows).
+_V4 = """
+CREATE TABLE checkpoints (
+    poll_id INTEGER PRIMARY KEY REFERENCES polls(id), fleet_id INTEGER NOT NULL REFERENCES fleets(id),
+    at REAL NOT NULL, format TEXT NOT NULL, state BLOB NOT NULL
+);
+CREATE INDEX checkpoints_fleet_at ON checkpoints (fleet_id, at);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)  # MIGRATIONS[n - 1] takes a file from version n - 1 to n
 
 
 class SchemaError(Exception):

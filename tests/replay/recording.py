@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from console.fleet.view import FleetView, advance
@@ -21,7 +21,9 @@ from console.live.handle import FleetHandle
 from console.live.watcher import Watcher
 from console.metrics.vllm import Histogram, ReplicaSample
 from console.plan.schema import load_plan
+from console.store.checkpoints import CHECKPOINT_POLLS
 from console.store.database import Store
+from console.store.records import PollState
 from console.targets import TargetResult
 from tests.live.polls import replayed_poll
 
@@ -148,6 +150,7 @@ def record_synthetic(
     plan_path: Path | None = PLAN,
     jitter: float = 0.0,
     carry_on: Recorded | None = None,
+    checkpoints: bool = False,
 ) -> Recorded:
     """Record `seconds` of a synthetic fleet into `path` the way the console records a live one.
 
@@ -155,6 +158,8 @@ def record_synthetic(
     come and go, and nothing holds for the whole recording. `jitter` delays each poll by up to
     that many seconds (a live poll loop is never exact). `carry_on` polls the replicas of an
     earlier recording: a new console run (an empty watcher, no flags) on a fleet that kept serving.
+    `checkpoints=True` attaches the state the console's poll feed hands the recorder every CHECKPOINT_POLLS
+    polls (stored as replay checkpoints); without it the file is one an older capcon wrote.
     """
     incident = incident if incident is not None else Incident()
     plan = load_plan(plan_path) if plan_path is not None else None
@@ -183,7 +188,11 @@ def record_synthetic(
             poll = replayed_poll(watcher, results, at - 0.02)  # the watcher's own `now`, a moment before the view's
             plan_clock = handle.plan_time(at)  # what the console records: the plan's own clock
             view = advance(previous, fleet, poll.figures, handle.plan_at(at), at)
-            store.write_poll(poll_record(fleet, poll, previous, view, plan, plan_clock))
+            record = poll_record(fleet, poll, previous, view, plan, plan_clock)
+            if checkpoints and (step + 1) % CHECKPOINT_POLLS == 0:
+                # What the console's poll feed attaches every CHECKPOINT_POLLS polls: its state after this one.
+                record = replace(record, state=PollState(view.trends, view.flag_state, watcher.memory()))
+            store.write_poll(record)
             previous = view
             recorded.times.append(at)
             if keep_views:

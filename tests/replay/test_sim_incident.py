@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -22,11 +23,12 @@ from console.live.feed import poll_record
 from console.live.handle import FleetHandle
 from console.live.watcher import Watcher
 from console.plan.schema import load_plan
-from console.replay.fleet_replay import FleetReplay
+from console.replay.fleet_replay import RESTORE_COST, FleetReplay
 from console.replay.loader import open_replay
 from console.sim.fleet import SimFleet
 from console.sources.scrape import ScrapeSource
 from console.store.database import Store
+from console.store.records import PollState
 from console.targets import Target
 from tests.replay.recording import PLAN
 
@@ -36,7 +38,8 @@ INTERVAL = 0.5
 DOWN_SECONDS = 13.0  # more than the 10 s a replica must be down before its flag shows
 
 
-async def record_incident(path):
+async def record_incident(path, state_every: int | None = None):
+    """`state_every`: attach the feed's state (a replay checkpoint) to every that many polls."""
     plan = load_plan(PLAN)
     store = Store.open(path)
     live = []  # (at, active flag ids, pending ids) per poll, as the console showed them
@@ -53,9 +56,10 @@ async def record_incident(path):
                 poll = await watcher.poll()
                 now = time.time()
                 view = advance(previous, handle.name, poll.figures, handle.plan_at(now), now)
-                store.write_poll(
-                    poll_record(handle.name, poll, previous, view, handle.plan, handle.plan_time(view.now))
-                )
+                record = poll_record(handle.name, poll, previous, view, handle.plan, handle.plan_time(view.now))
+                if state_every and (len(live) + 1) % state_every == 0:
+                    record = replace(record, state=PollState(view.trends, view.flag_state, watcher.memory()))
+                store.write_poll(record)
                 live.append((view.now, [f.id for f in view.flags], [p.id for p in view.pending]))
                 previous = view
                 await asyncio.sleep(INTERVAL)
@@ -102,5 +106,29 @@ async def test_a_recorded_incident_replays_with_the_same_flags_at_the_same_momen
         assert stored == sorted(changes)
         assert any(change == "raised" and flag == "replica_down:replica-1" for _, change, flag in stored)
         assert any(change == "cleared" and flag == "replica_down:replica-1" for _, change, flag in stored)
+    finally:
+        replay.close()
+
+
+async def test_jumps_into_a_recorded_incident_show_what_playing_to_each_moment_shows(tmp_path):
+    """Recorded with a checkpoint every 5 polls: a jump to any poll (a fresh replay each time) carries on from
+    the checkpoint before it, across the replica going down, its restart and the restart flag's hold."""
+    path = tmp_path / "incident.sqlite"
+    _, live = await record_incident(path, state_every=5)
+    replay = open_replay(path)
+    try:
+        (recorded,) = replay.fleets
+        assert len(recorded.checkpoints) >= len(recorded.times) // 5 - 1
+        played = FleetReplay(recorded)
+        restored = 0
+        for index in range(len(recorded.times)):
+            played.go_to(index)
+            jumped = FleetReplay(recorded)
+            computed = jumped.go_to(index)
+            restored += computed < index + 1
+            assert computed <= 5 + RESTORE_COST  # from the run's start while that is cheaper
+            assert jumped.view == played.view, f"poll {index} differs"
+            assert ([f.id for f in jumped.view.flags], [p.id for p in jumped.view.pending]) == tuple(live[index][1:])
+        assert restored > len(recorded.times) // 2
     finally:
         replay.close()

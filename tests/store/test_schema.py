@@ -18,6 +18,7 @@ from tests.metrics.pages import V010, V032_SMALL_KV, advance, sample_text, whole
 V1_TABLES = {"fleets", "replicas", "plans", "bucket_layouts", "polls", "samples", "flag_events", "events"}
 V2_TABLES = {"minutes", "settings"}
 V3_TABLES = {"page_shapes"}
+V4_TABLES = {"checkpoints"}
 
 
 def names(connection: sqlite3.Connection, kind: str) -> set[str]:
@@ -59,10 +60,10 @@ def test_a_new_file_gets_every_table_its_indexes_wal_and_the_current_version(tmp
     path = tmp_path / "deep" / "er" / "history.sqlite"
     Store.open(path).close()
     connection = sqlite3.connect(path)
-    assert names(connection, "table") == V1_TABLES | V2_TABLES | V3_TABLES
+    assert names(connection, "table") == V1_TABLES | V2_TABLES | V3_TABLES | V4_TABLES
     assert {"polls_fleet_at", "flag_events_fleet_at", "events_at", "minutes_fleet_minute"} <= names(connection, "index")
     assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     # Time-range reads use the indexes, not a scan of every poll.
     plan = " ".join(
         row[-1]
@@ -89,8 +90,8 @@ def test_a_version_1_file_is_migrated_and_its_polls_read_back_unchanged(tmp_path
     with pytest.raises(HistoryError, match="history schema 1 is older"):
         Store.open(path, read_only=True)
     store = Store.open(path)
-    assert store.connection.execute("PRAGMA user_version").fetchone()[0] == 3
-    assert names(store.connection, "table") == V1_TABLES | V2_TABLES | V3_TABLES
+    assert store.connection.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert names(store.connection, "table") == V1_TABLES | V2_TABLES | V3_TABLES | V4_TABLES
     store.close()
 
     reader = Store.open(path, read_only=True)
@@ -152,7 +153,7 @@ def test_a_version_2_file_is_read_as_it_is_and_a_writer_adds_the_page_shapes(tmp
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2, "a reader never migrates"
 
     store = Store.open(path)
-    assert store.version == 3
+    assert store.version == 4
     second = store.write_poll(PollRecord("f", 1001.5, 1001.4, "scrape", 60.0, 1.0, real_results(1001.0, requests=7)))
     back = store.poll(second).results
     assert back == tuple(comparable(r) for r in real_results(1001.0, requests=7))
