@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 from console.fleet.view import FleetView
+from console.live.collector import COLLECTOR
 from console.live.feed import PollFeed
 
 
@@ -80,6 +81,7 @@ async def poll_loop(
                 on_failure(error)
             else:
                 on_view(view)
+            COLLECTOR.after_poll()  # a full pass, when one is due, between refreshes (once tuned)
             made += 1
             if polls is not None and made >= polls:
                 return

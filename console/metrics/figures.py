@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
+from operator import attrgetter
 
 from console.metrics.vllm import impossible
 
@@ -116,6 +117,30 @@ def _why_not(value: object, share: bool = False) -> str:
     return impossible(float(value), share)
 
 
+_numbers_of = attrgetter(*_NUMBERS)
+_shares_of = attrgetter(*_SHARES)
+_maps_of = attrgetter(*(name for name, _share in _MAPS))
+
+
+def _all_possible(figures: Figures) -> bool:
+    """True when every value is a float within its range (or unknown): the common case, checked in one sweep.
+
+    Anything else (an int, a bool, a string, a value out of range) is left to `vetted_figures`' full rule.
+    """
+    for value in _numbers_of(figures):
+        if value is not None and not (type(value) is float and 0.0 <= value < math.inf):
+            return False
+    for value in _shares_of(figures):
+        if value is not None and value > 1.0:
+            return False
+    for (_name, share), values in zip(_MAPS, _maps_of(figures)):
+        for value in values.values():
+            if not (type(value) is float and 0.0 <= value < math.inf) or (share and value > 1.0):
+                return False
+    age = figures.data_age_seconds
+    return age is None or (type(age) is float and math.isfinite(age))
+
+
 def vetted_figures(figures: Figures) -> Figures:
     """`figures` with every impossible value made unknown (None), the reasons added to `error`.
 
@@ -124,6 +149,8 @@ def vetted_figures(figures: Figures) -> Figures:
     still overflow). A share over 1 by rounding only is read as 1. Figures that hold only possible
     values come back as they are.
     """
+    if _all_possible(figures):
+        return figures
     changes: dict = {}
     reasons: list[str] = []
     for name in _NUMBERS:

@@ -553,8 +553,13 @@ def _checked_item(purpose: str, index: int, item: object) -> Row:
 
 def _by_figure(rows: Iterable[Row]) -> dict[str, list[Row]]:
     out: dict[str, list[Row]] = {}
-    for labels, value in rows:
-        out.setdefault(labels.get(promql.FIGURE_LABEL, ""), []).append((labels, value))
+    label = promql.FIGURE_LABEL
+    for row in rows:  # the rows themselves, not a new pair for each (100,000 rows at 10,000 replicas)
+        figure = row[0].get(label, "")
+        if figure in out:
+            out[figure].append(row)
+        else:
+            out[figure] = [row]
     return out
 
 
@@ -626,6 +631,19 @@ def _figures_from_rows(checked: Mapping[str, list[Row]], window_seconds: float, 
 
 _PAUSES = threading.Lock()
 _paused = 0  # readers inside `_collector_paused`, over every source of the process
+_freeze_on_resume = False  # `freeze_on_resume`: the console's collector policy
+
+
+def freeze_on_resume(on: bool) -> None:
+    """Whether what was made while the collector was paused is frozen (`gc.freeze`) before it resumes.
+
+    Resumed, the collector's first young pass scans every object made meanwhile (the answers, a
+    tenth of a 10,000-replica refresh); frozen, they are left to reference counting until the
+    process's next full pass (`console.live.collector`), which unfreezes first, so a cycle among
+    them is still collected then. For a process that runs such passes only.
+    """
+    global _freeze_on_resume
+    _freeze_on_resume = on
 
 
 @contextlib.contextmanager
@@ -651,6 +669,8 @@ def _collector_paused() -> Iterator[None]:
         with _PAUSES:
             _paused -= 1
             if _paused == 0:
+                if _freeze_on_resume:
+                    gc.freeze()
                 gc.enable()
 
 
@@ -682,19 +702,24 @@ def _figures_unpaused(checked: Mapping[str, list[Row]], window_seconds: float, n
     quantile_by = {figure: _per_instance(rows) for figure, rows in quantiles.items()}
     engine_configs = _engine_configs_by_instance(checked.get("cache_config", []))
 
+    # Each figure's column, looked up once; a replica's row is then one `get` per column.
+    nothing: dict[str, float | None] = {}
+    resets = rate_by.get("resets", nothing)
+    columns = [(name, rate_by.get(canonical, nothing)) for name, canonical in RATE_FIGURES]
+    columns += [(name, quantile_by.get(name, nothing)) for name, _c, _q in QUANTILE_FIGURES]
+    means = [
+        (name, rate_by.get(canonical + "_sum", nothing), rate_by.get(canonical + "_count", nothing))
+        for name, canonical in promql.MEAN_FIGURES
+    ]
+    hits, queries = rate_by.get("prefix_cache_hits", nothing), rate_by.get("prefix_cache_queries", nothing)
     replicas = []
     for instance in sorted(up_by_instance):
         at = scraped_at.get(instance)
         age = max(now - at, 0.0) if at is not None else None
-        state, error = _state(
-            up_by_instance[instance], age, window_seconds, (rate_by.get("resets", {}).get(instance) or 0) > 0
-        )
-        values: dict[str, Any] = {name: rate_by.get(canonical, {}).get(instance) for name, canonical in RATE_FIGURES}
-        values.update({name: quantile_by.get(name, {}).get(instance) for name, _c, _q in QUANTILE_FIGURES})
-        for name, canonical in promql.MEAN_FIGURES:
-            values[name] = _ratio(
-                rate_by.get(canonical + "_sum", {}).get(instance), rate_by.get(canonical + "_count", {}).get(instance)
-            )
+        state, error = _state(up_by_instance[instance], age, window_seconds, (resets.get(instance) or 0) > 0)
+        values: dict[str, Any] = {name: column.get(instance) for name, column in columns}
+        for name, sums, counts in means:
+            values[name] = _ratio(sums.get(instance), counts.get(instance))
         kv = kv_by.get(instance, {})
         configs = list(engine_configs.get(instance, {}).values())
         shown = redact(instance)  # a label, but shown and recorded as a replica's name and URL
@@ -711,10 +736,7 @@ def _figures_unpaused(checked: Mapping[str, list[Row]], window_seconds: float, n
                 kv_usage_by_engine=kv,
                 kv_capacity_tokens=kv_capacity_tokens(configs),
                 kv_capacity_tokens_by_engine=kv_capacity_tokens_by_engine(configs),
-                prefix_hit_share=_ratio(
-                    rate_by.get("prefix_cache_hits", {}).get(instance),
-                    rate_by.get("prefix_cache_queries", {}).get(instance),
-                ),
+                prefix_hit_share=_ratio(hits.get(instance), queries.get(instance)),
                 data_age_seconds=age,
                 **values,
             )

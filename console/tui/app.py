@@ -21,6 +21,7 @@ from textual.binding import Binding
 from console.errors import UserError
 from console.fleet.overflow import MAX_NOTES, SwitchNote, note_line, policy_words, seen_switch
 from console.fleet.view import FleetView
+from console.live.collector import COLLECTOR
 from console.live.defaults import DEFAULT_INTERVAL_SECONDS
 from console.live.gateways import GatewayView
 from console.live.handle import FleetHandle
@@ -487,6 +488,7 @@ def open_console(fleets: list[FleetHandle], args: Any, demo: DemoControls | None
         admin_token_env=getattr(args, "admin_token_env", None),
         actor=getattr(args, "actor", None),
     )
+    COLLECTOR.tune()  # the collector's passes between refreshes, not inside them
     app.run()
     return int(app.return_code or 0)
 

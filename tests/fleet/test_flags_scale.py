@@ -78,3 +78,22 @@ def test_the_view_finds_rows_by_key_and_the_first_of_a_repeated_name():
     assert view.row("dup").figures is first
     assert view.row("x").key == "x" and view.row("missing") is None
     assert view.row(FLEET_TOTAL) is view.total
+
+
+def test_each_plan_gets_its_own_saturation_advice_written_once():
+    """The advice is the same words for every saturated replica of one plan, and follows a plan that changes."""
+    t = Thresholds()
+    replicas = [replica(f"r{i}", waiting=5.0, kv_usage=0.5) for i in range(3)]
+    said = {}
+    for label, plan in (
+        ("a", plan_now(overflow_mode="degrade")),
+        ("b", plan_now(overflow_mode="reject")),
+        ("none", None),
+    ):
+        found = [r for r in readings(FlagInputs(fleet(*replicas), plan), t) if r.kind == "saturation"]
+        assert len(found) == 3
+        assert len({r.todo for r in found}) == 1
+        assert found[0].todo is found[1].todo  # one string, not one per replica
+        said[label] = found[0].todo
+    assert len(set(said.values())) == 3
+    assert "chosen in advance" in said["none"]

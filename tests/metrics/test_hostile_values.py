@@ -270,6 +270,27 @@ def test_possible_figures_come_back_as_they_are():
     assert vetted_figures(figures) is figures
 
 
+@pytest.mark.parametrize(
+    "changes, expected",
+    [
+        ({"running": 3}, {"running": 3.0}),  # an int from a recording: read as the float it stands for
+        ({"kv_usage": 1.0 + 1e-9}, {"kv_usage": 1.0}),  # over 1 by rounding only
+        ({"kv_usage_by_engine": {"0": True}}, {"kv_usage_by_engine": {}, "kv_usage": None}),
+        ({"requests_per_second_by_reason": {"stop": -1.0}}, {"requests_per_second_by_reason": {}}),
+        ({"kv_capacity_tokens_by_engine": {"0": 16000}}, {"kv_capacity_tokens_by_engine": {"0": 16000}}),
+        ({"data_age_seconds": "soon"}, {"data_age_seconds": None}),
+        ({"data_age_seconds": -3.0}, {"data_age_seconds": -3.0}),  # clocks apart: the one value that may be negative
+    ],
+)
+def test_what_looks_possible_at_a_glance_still_meets_the_whole_rule(changes, expected):
+    """Figures whose values are all floats in range come back at once; anything else takes every check."""
+    base = {"requests_per_second": 2.5, "kv_usage": 0.4, "kv_usage_by_engine": {"0": 0.4}}
+    vetted = vetted_figures(Figures(name="r", url="u", state="up", **{**base, **changes}))
+    for name, value in expected.items():
+        assert getattr(vetted, name) == value
+        assert type(getattr(vetted, name)) is type(value)
+
+
 def test_a_rate_over_a_tiny_interval_that_overflows_is_unknown():
     older = ReplicaSample(at=0.0, counters={"prompt_tokens": 0.0})
     newer = ReplicaSample(at=1e-300, counters={"prompt_tokens": 1e308})
