@@ -6,6 +6,7 @@ It keeps the previous view (trends and flags carry over); without a recorder it 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Protocol
 
 from console.fleet.flags import changes
@@ -13,7 +14,8 @@ from console.fleet.view import FleetView, advance
 from console.live.handle import FleetHandle
 from console.live.watcher import Poll
 from console.plan.model import Plan
-from console.store.records import FlagChange, PollRecord
+from console.store.checkpoints import CHECKPOINT_POLLS
+from console.store.records import FlagChange, PollRecord, PollState
 
 
 class Recorder(Protocol):
@@ -23,19 +25,31 @@ class Recorder(Protocol):
 
 
 class PollFeed:
-    def __init__(self, handle: FleetHandle, recorder: Recorder | None = None) -> None:
+    def __init__(
+        self, handle: FleetHandle, recorder: Recorder | None = None, checkpoint_every: int = CHECKPOINT_POLLS
+    ) -> None:
         self.handle = handle
         self.recorder = recorder
         self.previous: FleetView | None = None
+        self.recorded = 0
+        self.checkpoint_every = checkpoint_every
 
     def add(self, poll: Poll, now: float) -> FleetView:
-        """The view of this poll (as the console builds it at `now`), handed to the recorder."""
+        """The view of this poll (as the console builds it at `now`), handed to the recorder.
+
+        Every `checkpoint_every` records carry the state after the poll (flags, trends, the watcher's
+        samples), which the store keeps as a replay checkpoint: a jump then computes a few polls.
+        """
         handle = self.handle
         view = advance(self.previous, handle.name, poll.figures, handle.plan_at(now), now)
         if self.recorder is not None:
-            self.recorder.submit(
-                poll_record(handle.name, poll, self.previous, view, handle.plan, handle.plan_time(view.now))
-            )
+            record = poll_record(handle.name, poll, self.previous, view, handle.plan, handle.plan_time(view.now))
+            self.recorded += 1
+            if self.recorded % self.checkpoint_every == 0:
+                # Taken now, on the poll's own step: the watcher moves on with the next poll.
+                memory = handle.watcher.memory() if poll.results is not None else None
+                record = replace(record, state=PollState(view.trends, view.flag_state, memory))
+            self.recorder.submit(record)
         self.previous = view
         return view
 

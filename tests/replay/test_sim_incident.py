@@ -2,7 +2,7 @@
 
 The simulated fleet (real HTTP /metrics servers on loopback, the plan's traffic at a fast
 time scale) is watched through the live path: a real ScrapeSource, `Watcher.poll()`,
-`advance(previous, name, figures, handle.plan_at(now), now)` with the default Thresholds,
+the console's PollFeed (the view with the default Thresholds, a checkpoint every few polls when asked),
 and each poll written with `Store.write_poll(poll_record(...))` into a real SQLite file.
 Replica 1 is stopped (fault "down") long enough for its "down" flag to be raised (10 s)
 and then brought back, which clears it and raises its restart flag. Flags run on the
@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import replace
 
 import pytest
 
 from console.fleet.plan_now import week_time
-from console.fleet.view import advance
-from console.live.feed import poll_record
+from console.live.feed import PollFeed
 from console.live.handle import FleetHandle
 from console.live.watcher import Watcher
 from console.plan.schema import load_plan
@@ -28,7 +26,6 @@ from console.replay.loader import open_replay
 from console.sim.fleet import SimFleet
 from console.sources.scrape import ScrapeSource
 from console.store.database import Store
-from console.store.records import PollState
 from console.targets import Target
 from tests.replay.recording import PLAN
 
@@ -36,6 +33,16 @@ pytestmark = pytest.mark.timeout(120)
 
 INTERVAL = 0.5
 DOWN_SECONDS = 13.0  # more than the 10 s a replica must be down before its flag shows
+
+
+class WriteAtOnce:
+    """A recorder that writes each record on the caller's thread (the real one queues them for its own)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def submit(self, record) -> None:
+        self.store.write_poll(record)
 
 
 async def record_incident(path, state_every: int | None = None):
@@ -47,21 +54,16 @@ async def record_incident(path, state_every: int | None = None):
         source = ScrapeSource([Target(f"replica-{i}", url) for i, url in enumerate(sim.metrics_urls)], timeout=2.0)
         watcher = Watcher(source, 5.0, interval_seconds=INTERVAL)
         handle = FleetHandle(plan.name, plan, watcher, plan_clock=lambda now: week_time(sim.traffic.week_seconds()))
-        previous = None
+        # The console's own poll step: the feed builds each view and hands its record (a checkpoint every
+        # `state_every` polls) to the recorder, here one that writes at once.
+        feed = PollFeed(handle, WriteAtOnce(store), checkpoint_every=state_every or 10**9)
 
         async def poll_for(seconds: float) -> None:
-            nonlocal previous
             until = time.monotonic() + seconds
             while time.monotonic() < until:
                 poll = await watcher.poll()
-                now = time.time()
-                view = advance(previous, handle.name, poll.figures, handle.plan_at(now), now)
-                record = poll_record(handle.name, poll, previous, view, handle.plan, handle.plan_time(view.now))
-                if state_every and (len(live) + 1) % state_every == 0:
-                    record = replace(record, state=PollState(view.trends, view.flag_state, watcher.memory()))
-                store.write_poll(record)
+                view = feed.add(poll, time.time())
                 live.append((view.now, [f.id for f in view.flags], [p.id for p in view.pending]))
-                previous = view
                 await asyncio.sleep(INTERVAL)
 
         try:
