@@ -22,6 +22,7 @@ from console.commands.recording import (
     retention_of,
 )
 from console.errors import UserError
+from console.live.collector import COLLECTOR
 from console.live.defaults import DEFAULT_INTERVAL_SECONDS, MIN_CONSOLE_INTERVAL_SECONDS
 from console.live.feed import PollFeed
 from console.live.handle import FleetHandle
@@ -207,6 +208,7 @@ async def _record(handles: list[FleetHandle], recorder, interval: float, duratio
     if duration is not None:
         loop.call_later(duration, stop.set)
     cadence = Cadence(interval)
+    COLLECTOR.tune()  # the cyclic collector's passes between polls, as in the console
     loops = [
         asyncio.create_task(
             poll_loop(PollFeed(handle, recorder), cadence, *_said(handle.name)), name=f"record-{handle.name}"

@@ -427,7 +427,7 @@ def _load(f: Figures, replicas: tuple[Figures, ...], plan: PlanNow | None, t: Th
             clear=under,
             severity="critical",
             why=f"{rps:.2f} req/s against {plan.planned_capacity_rps:.2f} planned for this hour "
-            f"({plan.replicas_scheduled} x {plan.rps_per_replica:.2f})",
+            f"({plan.replicas_scheduled} x {plan.rps_per_replica:.2f}{' estimated' if plan.capacity_estimated else ''})",
             todo=f"Apply {_overflow(plan)}; add replicas if it lasts, re-plan if it recurs {_see('Above the plan')}.",
             raise_after=t.min_duration_seconds,
         ),

@@ -196,6 +196,8 @@ def compare(figures: FleetFigures, plan: PlanNow, thresholds: Thresholds | None 
     serving = _serving(figures)
     carried = max(serving - plan.redundancy, 0) * plan.rps_per_replica
     headroom = None if rps is None or plan.planned_capacity_rps <= 0 else 1 - rps / plan.planned_capacity_rps
+    # An estimated per-replica capacity (no measurement in the plan) reads ~ wherever it counts.
+    per = f"{'~' if plan.capacity_estimated else ''}{plan.rps_per_replica:g} req/s"
     kv_used = _kv_used_bytes(figures, plan)
     rows = [
         # Two capacities, named apart: the replicas the schedule has for this hour, and the replicas up now
@@ -206,7 +208,8 @@ def compare(figures: FleetFigures, plan: PlanNow, thresholds: Thresholds | None 
             rps,
             "rps",
             _status_at_most(rps, plan.planned_capacity_rps),
-            f"{plan.replicas_scheduled} x {plan.rps_per_replica:g} req/s scheduled at {plan.hour:02d}:00",
+            f"{plan.replicas_scheduled} x {per} scheduled at {plan.hour:02d}:00"
+            + (" (capacity estimated, not measured)" if plan.capacity_estimated else ""),
         ),
         Comparison(
             "headroom",
@@ -231,7 +234,7 @@ def compare(figures: FleetFigures, plan: PlanNow, thresholds: Thresholds | None 
             rps,
             "rps",
             "unknown" if rps is None else ("warning" if rps > carried else "ok"),
-            f"{max(serving - plan.redundancy, 0)} x {plan.rps_per_replica:g} req/s: the {serving} up, "
+            f"{max(serving - plan.redundancy, 0)} x {per}: the {serving} up, "
             f"{plan.redundancy} lost (N+{plan.redundancy})",
         ),
         Comparison(

@@ -114,6 +114,8 @@ def fleet_view_json(
         "plan": plan.plan_name if plan is not None else None,
         "plan_file": plan_file if plan is not None else None,
         "plan_at": {"weekday": DAYS[plan.weekday], "hour": plan.hour} if plan is not None else None,
+        # true: the plan's per-replica capacity is the planner's estimate (no measurement in the plan)
+        "capacity_estimated": plan.capacity_estimated if plan is not None else None,
         "window_seconds": figures.window_seconds,
         "source": figures.source,
         "at": figures.at,

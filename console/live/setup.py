@@ -72,7 +72,8 @@ def add_source_options(parser: argparse.ArgumentParser, named_in: str) -> None:
 
 
 def load_plans(paths: Sequence[str]) -> list[Plan]:
-    from console.plan.schema import load_plan  # noqa: PLC0415 - yaml and the schema only when a plan is named
+    # yaml and the schema only when a plan is named; a plan without a measured capacity gets the estimate
+    from console.bench.estimate import load_plan  # noqa: PLC0415
 
     return [load_plan(path) for path in paths]
 

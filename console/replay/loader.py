@@ -158,7 +158,8 @@ class RecordedFleet:
 
 
 def _parse(version) -> Plan | None:
-    from console.plan.schema import parse_plan  # noqa: PLC0415 - the YAML reader, only when a plan was recorded
+    # The YAML reader only when a plan was recorded; one recorded without a capacity is estimated as live.
+    from console.bench.estimate import parse_plan  # noqa: PLC0415
 
     try:
         return parse_plan(version.text, version.path or f"{version.name}.yaml")

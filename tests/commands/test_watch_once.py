@@ -399,3 +399,19 @@ async def test_once_with_two_plans_gives_each_fleet_its_comparisons_and_flags(tm
     blocks = text.strip().split("\n\n")
     assert len(blocks) == 2 and all(re.search(r"^flags: ", block, re.M) for block in blocks)
     assert "replica_down" in blocks[1] and "replica_down" not in blocks[0]
+
+
+async def test_once_json_on_a_plan_without_capacity_says_the_capacity_is_estimated(troubled_fleet, tmp_path):
+    text = (REPO / "plans" / "chat-8b-l40s.yaml").read_text()
+    start = text.index("\ncapacity:")
+    end = text.index("\nredundancy:")
+    plan = tmp_path / "unmeasured.yaml"
+    plan.write_text(text[:start] + text[end:])  # the same plan, its measured capacity taken out
+    code, out, err = await capcon(
+        "watch", str(plan), *_targets(troubled_fleet), "--once", "--json", "--interval", "0.5"
+    )
+    assert code == 0, err
+    report = _strict_json(out)
+    assert report["capacity_estimated"] is True
+    (scheduled,) = [c for c in report["comparisons"] if c["label"] == "load/sched cap"]
+    assert "(capacity estimated, not measured)" in scheduled["note"] and " x ~" in scheduled["note"]

@@ -40,6 +40,8 @@ class FleetLine(DiffText):
             plan = view.plan
             load = fmt.rate(view.figures.fleet.requests_per_second)
             capacity = fmt.rate(plan.planned_capacity_rps) if plan else fmt.UNKNOWN
+            if plan is not None and plan.capacity_estimated:
+                capacity = "~" + capacity  # on an estimated capacity per replica
             scheduled = str(plan.replicas_scheduled) if plan else fmt.UNKNOWN
             worst = view.flags[0] if view.flags else None
             pending = view.pending
