@@ -35,6 +35,8 @@ import time
 import uuid
 from pathlib import Path
 
+from peer_venv import installed_peer
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 DEFAULT_PAGE = REPO / "tests" / "fixtures" / "vllm" / "vllm-0.32.0-cpu_tiny-llama_small-kv.txt"
@@ -179,26 +181,7 @@ def capcon(targets: Targets, warm: float, seconds: float) -> dict:
 
 def peer_binary() -> tuple[Path | None, str]:
     """vllm-htop in its own venv under the cache folder, installed on first use: (its command, "") or (None, why)."""
-    home = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "capcon-bench" / f"vllm-htop-{PEER_VERSION}"
-    binary = home / "bin" / "vllm-htop"
-    if binary.exists():
-        return binary, ""
-    try:
-        subprocess.run([sys.executable, "-m", "venv", str(home)], check=True, capture_output=True, timeout=300)
-        subprocess.run(
-            [str(home / "bin" / "pip"), "install", "-q", f"vllm-htop=={PEER_VERSION}"],
-            check=True,
-            capture_output=True,
-            timeout=900,
-        )
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as error:
-        detail = getattr(error, "stderr", b"") or b""
-        shutil.rmtree(home, ignore_errors=True)
-        return (
-            None,
-            f"cannot install vllm-htop=={PEER_VERSION}: {detail.decode(errors='replace').strip()[-200:] or error}",
-        )
-    return (binary, "") if binary.exists() else (None, "the install made no vllm-htop command")
+    return installed_peer("vllm-htop", PEER_VERSION, "vllm-htop")
 
 
 def peer(binary: Path, targets: Targets, warm: float, seconds: float) -> dict:

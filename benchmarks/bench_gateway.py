@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -33,6 +32,7 @@ import time
 from pathlib import Path
 
 import aiohttp
+from peer_venv import installed_peer
 
 REPO = Path(__file__).resolve().parents[1]
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -185,30 +185,9 @@ def free_port() -> int:
 
 def vllm_router(urls: list[str], args) -> tuple[subprocess.Popen | None, str]:
     """Install vllm-router into its own venv and start it in front of `urls`: (process, url) or (None, reason)."""
-    home = (
-        Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-        / "capcon-bench"
-        / f"vllm-router-{ROUTER_VERSION}"
-    )
-    binary = home / "bin" / "vllm-router"
-    if not binary.exists():
-        try:
-            subprocess.run([sys.executable, "-m", "venv", str(home)], check=True, capture_output=True, timeout=300)
-            subprocess.run(
-                [str(home / "bin" / "pip"), "install", "-q", f"vllm-router=={ROUTER_VERSION}"],
-                check=True,
-                capture_output=True,
-                timeout=900,
-            )
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as error:
-            detail = getattr(error, "stderr", b"") or b""
-            shutil.rmtree(home, ignore_errors=True)
-            return (
-                None,
-                f"cannot install vllm-router=={ROUTER_VERSION}: {detail.decode(errors='replace').strip()[-200:] or error}",
-            )
-        if not binary.exists():
-            return None, f"vllm-router=={ROUTER_VERSION} installed no vllm-router command"
+    binary, why = installed_peer("vllm-router", ROUTER_VERSION, "vllm-router")
+    if binary is None:
+        return None, why
     port = free_port()
     process = subprocess.Popen(
         [str(binary), "--worker-urls", *urls, "--host", "127.0.0.1", "--port", str(port), "--policy", "round_robin"],
