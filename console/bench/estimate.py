@@ -60,12 +60,11 @@ def estimate_capacity(draft: Plan) -> Capacity:
     if draft in _estimates:
         return _estimates[draft]
     from console.bench.simulated import BudgetSpent, TokenBudget  # noqa: PLC0415
-    from console.bench.sweep import Sweep  # noqa: PLC0415
 
     global last_budget
     last_budget = budget = TokenBudget(ESTIMATE_TOKENS)
     try:
-        capacity = _estimate(draft, budget, Sweep(start=1).floor)
+        capacity = _estimate(draft, budget)
     except BudgetSpent:
         workload = draft.interactive[0]
         raise PlanError(
@@ -78,7 +77,9 @@ def estimate_capacity(draft: Plan) -> Capacity:
     return capacity
 
 
-def _estimate(draft: Plan, budget: TokenBudget, floor: float) -> Capacity:
+def _estimate(draft: Plan, budget: TokenBudget) -> Capacity:
+    from console.bench.sweep import Sweep  # noqa: PLC0415
+
     workload = draft.interactive[0]
     targets, settings = _targets_and_settings(draft)
     fixed = draft.replica.tensor_parallel
@@ -100,7 +101,7 @@ def _estimate(draft: Plan, budget: TokenBudget, floor: float) -> Capacity:
         raise PlanError(
             f"{draft.source_path}:1: capacity: not given, and the plan's simulated replica meets the targets of "
             f"workload {workload.name!r} (p95 TTFT {targets.ttft:g} s, p95 TPOT {targets.tpot:g} s) at no rate "
-            f"down to {floor} rps; expected targets one replica can meet, or a measured capacity "
+            f"down to {Sweep.floor} rps; expected targets one replica can meet, or a measured capacity "
             f"({how_to_measure(draft)})"
         )
     note = (

@@ -33,6 +33,20 @@ SCHEDULE_KEYS = (
     "deferrable",
 )
 
+# The operating point at the per-replica peak load: ideal under these names, expected_* at the efficiencies.
+_OPERATING_KEYS = (
+    "prefill_seconds",
+    "queue_and_prefill_seconds",
+    "time_in_system_seconds",
+    "concurrency",
+    "kv_needed_bytes",
+    "kv_margin_share",
+    "decode_step_seconds",
+    "stream_tokens_per_second",
+    "aggregate_decode_tokens_per_second",
+    "rps_at_tpot_target",
+    "prefill_compute_share",
+)
 # Keys of `capcon plan --json` that rest on the capacity per replica (the replica count, the load each
 # replica carries at the peak, the tensor-parallel size chosen for it, cost, the schedule): with an
 # estimated capacity, `estimated_keys` lists them. tests/plan/test_estimate.py checks the list against
@@ -45,41 +59,15 @@ ESTIMATED_KEYS = (
     "kv_budget_bytes",
     "batch_limit",
     "single_stream_ceiling_tokens_per_second",
-    "time_in_system_seconds",
-    "concurrency",
-    "kv_needed_bytes",
-    "kv_margin_share",
-    "decode_step_seconds",
-    "stream_tokens_per_second",
-    "aggregate_decode_tokens_per_second",
     "required_decode_tokens_per_second",
     "prefill_flops_per_second",
-    "prefill_seconds",
-    "queue_and_prefill_seconds",
-    "rps_at_tpot_target",
-    "prefill_compute_share",
     "replicas_for_peak",
     "replicas_with_redundancy",
     "fleet_cost_per_hour",
     "cost_per_million_tokens_peak",
     "cost_per_million_tokens_mean",
-    *(
-        f"expected_{key}"
-        for key in (
-            "prefill_seconds",
-            "queue_and_prefill_seconds",
-            "time_in_system_seconds",
-            "concurrency",
-            "kv_needed_bytes",
-            "kv_margin_share",
-            "decode_step_seconds",
-            "stream_tokens_per_second",
-            "aggregate_decode_tokens_per_second",
-            "batch_limited",
-            "rps_at_tpot_target",
-            "prefill_compute_share",
-        )
-    ),
+    *_OPERATING_KEYS,
+    *(f"expected_{key}" for key in (*_OPERATING_KEYS, "batch_limited")),
     "warnings",
     *SCHEDULE_KEYS,
 )

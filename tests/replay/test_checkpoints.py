@@ -23,7 +23,8 @@ from tests.replay.recording import Incident, record_synthetic
 
 @pytest.fixture(scope="module")
 def checkpointed(tmp_path_factory):
-    """The incident fixture's recording (replica-1 down 300-420 s, replica-2 queueing 600-700 s), with checkpoints."""
+    """Half an hour of four replicas every 5 s with checkpoints: replica-1 down 300-900 s (longer than the warm-up
+    remembers), replica-2 queueing 1000-1100 s."""
     return record_synthetic(
         tmp_path_factory.mktemp("checkpointed") / "history.sqlite",
         1800.0,
