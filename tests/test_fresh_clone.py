@@ -22,8 +22,14 @@ def test_ci_runs_the_readme_test_command_verbatim_in_a_fresh_clone():
     tests = [command for command in commands if "pytest" in command]
     assert len(commands) == 2 and len(tests) == 1, commands
     ci = (REPO / ".ci" / "run").read_text()
-    assert tests[0] in ci
-    assert "git clone" in ci and 'cd "$fresh/capcon" && ' + tests[0] in ci
+    assert "git clone" in ci and 'cd "$fresh/capcon"' in ci and tests[0] in ci
+    assert ci.index('cd "$fresh/capcon"') < ci.index(tests[0]), "the test command runs inside the fresh clone"
+
+
+def test_ci_runs_the_slow_and_real_lanes_the_readme_command_leaves_out():
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "pytest -n 0 -m slow" in ci
+    assert 'pytest -m "real_vllm or real_prometheus"' in ci
 
 
 def climbs_out(source: str, depth: int) -> list[int]:

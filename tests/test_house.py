@@ -52,3 +52,16 @@ def test_mypy_finds_no_error_in_the_typed_folders():
     targets = mypy_targets()
     assert "console/metrics" in targets and "console/plan" in targets and "console/fleet" in targets, targets
     run("mypy " + " ".join(targets), sys.executable, "-m", "mypy", *targets)
+
+
+def test_no_test_times_itself_with_a_wall_clock():
+    """Speed is a benchmark's business (benchmarks/ prints a ratio against a baseline); a test that asserts a
+    wall-clock time fails on a loaded machine. CPU bounds go through tests/cpu_time.py; liveness deadlines
+    ("gone within 10 s") read time.monotonic, never the benchmark clock."""
+    timed = [
+        f"{path.relative_to(REPO)}:{number}"
+        for path in sorted((REPO / "tests").rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "perf_counter" in line and path.name != "test_house.py"
+    ]
+    assert timed == [], timed

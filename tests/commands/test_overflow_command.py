@@ -289,12 +289,12 @@ async def test_status_from_a_hostile_gateway_reaches_the_terminal_escaped_and_bo
     url = f"http://127.0.0.1:{runner.addresses[0][1]}"
     try:
         code, out, err = await capcon("overflow", "status", "--gateway", url, "--admin-token-env", VAR)
-        json_code, json_out, _ = await capcon(
+        json_code, json_out, json_err = await capcon(
             "overflow", "status", "--gateway", url, "--admin-token-env", VAR, "--json"
         )
     finally:
         await runner.cleanup()
-    assert code == 0 and json_code == 0, err
+    assert code == 0 and json_code == 0, (err, json_err)
     lines = out.splitlines()
     assert len(lines) == 3
     for line in lines:

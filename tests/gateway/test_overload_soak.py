@@ -31,7 +31,7 @@ from .conftest import gateway as gateway_in_front
 from .plans import gateway_plan
 from .test_queue import check_refusal
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 SECONDS = 60.0
 SLOTS = 8  # the replica's max_num_seqs

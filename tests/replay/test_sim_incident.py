@@ -29,7 +29,7 @@ from console.store.database import Store
 from console.targets import Target
 from tests.replay.recording import PLAN
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 INTERVAL = 0.5
 DOWN_SECONDS = 13.0  # more than the 10 s a replica must be down before its flag shows

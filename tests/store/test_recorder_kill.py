@@ -14,6 +14,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from console.store.database import Store
 from tests.store.recorder_polls import (
     RECENT,
@@ -44,6 +46,7 @@ def polls_in(path) -> int:
         raise
 
 
+@pytest.mark.slow
 def test_capcon_record_killed_at_random_moments_loses_at_most_the_last_interval(tmp_path):
     db = tmp_path / "history.sqlite"
     rng = random.Random(6)

@@ -78,6 +78,7 @@ def switch_to(tmux: Tmux, number: str, tabs: int, reason: str, in_force: str) ->
     tmux.keys("Escape")
 
 
+@pytest.mark.slow
 def test_the_demo_story_spike_suggestion_bounded_queue_hosted_and_back(tmp_path):
     history = tmp_path / "story.sqlite"
     tmux = Tmux(

@@ -100,6 +100,7 @@ def table_rows(screen: str) -> list[str]:
     return [line for line in screen.splitlines() if TABLE_ROW.match(line)]
 
 
+@pytest.mark.slow
 def test_a_demo_spike_at_80x24_never_leaves_a_row_reading_ok_with_a_cell_over_its_limit():
     tmux = Tmux(f"{sys.executable} -m console demo --seed 3; echo CAPCON-EXIT=$?; sleep 60", width=80, height=24)
     try:

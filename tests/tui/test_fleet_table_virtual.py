@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from console.fleet.view import parse_filter, sort_rows
 from console.live.handle import FleetHandle
 from console.live.watcher import Poll
@@ -100,6 +102,7 @@ async def test_ten_thousand_replicas_mount_about_two_screens_of_rows():
         assert rows_on_screen(table)[0].key == name(0)
 
 
+@pytest.mark.slow
 async def test_paging_down_to_the_end_selects_and_shows_the_last_replica():
     app = make_big_app()
     app.animation_level = "none"  # hundreds of pages: each scroll inside the pool lands at once, not in 0.3 s
