@@ -9,7 +9,7 @@ import sys
 
 from console.args import check_option_limits, check_words
 from console.errors import UserError
-from console.text import printable
+from console.text import bounded_line
 
 # Order is the order `capcon --help` lists them.
 VERBS = (
@@ -36,7 +36,7 @@ class OneLineParser(argparse.ArgumentParser):
     """Argument errors in one line, pointing at --help, instead of the whole usage block first."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: {printable(message)} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: {bounded_line(message)} (see {self.prog} --help)\n")
 
 
 class _Version(argparse.Action):
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         check_words(words)
     except UserError as error:
         named = f"capcon {verb}" if verb else "capcon"
-        print(f"{named}: {printable(error)} (see {named} --help)", file=sys.stderr)
+        print(f"{named}: {bounded_line(error)} (see {named} --help)", file=sys.stderr)
         return error.exit_code
     parser = build_parser()
     args, unknown = parser.parse_known_args(joined_values(words))
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         check_option_limits(args)  # --interval 1e9, --window 1e308: refused before any verb sleeps on them
         return int(args.run(args) or 0)
     except UserError as error:
-        print(f"capcon {args.verb}: {printable(error)}", file=sys.stderr)
+        print(f"capcon {args.verb}: {bounded_line(error)}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         return 130

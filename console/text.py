@@ -10,3 +10,15 @@ from __future__ import annotations
 
 def printable(value: object) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(value))
+
+
+LINE_CHARACTERS = 400  # an error line a person reads: a few hundred characters, never a page echoed back
+
+
+def bounded_line(value: object, limit: int = LINE_CHARACTERS) -> str:
+    """`printable(value)` on one line of at most about `limit` characters: a longer text keeps its start and
+    says how much was left out, so a 59 KB engine list echoed back in an error reads as one line."""
+    text = printable(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 40]}… ({len(text) - (limit - 40):,} more characters)"

@@ -14,6 +14,7 @@ import asyncio
 import math
 import signal
 import sys
+import time
 
 from console.commands.recording import (
     add_recording_options,
@@ -25,9 +26,11 @@ from console.errors import UserError
 from console.live.collector import COLLECTOR
 from console.live.defaults import DEFAULT_INTERVAL_SECONDS, MIN_CONSOLE_INTERVAL_SECONDS
 from console.live.feed import PollFeed
+from console.live.freshness import STALE_AFTER_INTERVALS, Freshness
 from console.live.handle import FleetHandle
 from console.live.loop import Cadence, failure_words, poll_loop
 from console.live.setup import add_source_options, fleet_handles, load_plans
+from console.text import bounded_line
 
 DESCRIPTION = """\
 Record one or more vLLM fleets to the history file without opening the console:
@@ -46,7 +49,8 @@ stopping: SIGTERM or Ctrl+C writes what is queued (up to 5 s); a second SIGTERM 
 during that wait stops at once and says how many polls were not written.
 exit status: 0 stopped by SIGTERM, Ctrl+C or --duration with every poll written; 1 stopped with
 polls not written (a second Ctrl+C, a file still locked, read-only, full or damaged at exit, polls
-dropped while it refused writes, a poll that could not be stored); 2 bad input (a plan, an argument,
+dropped while it refused writes, a poll that could not be stored) or with a fleet whose last two
+intervals gave no fresh poll (it says so on stderr as soon as it happens); 2 bad input (a plan, an argument,
 a --db that is not a capcon history or is damaged, a fleet another capcon already records into the file).
 examples:
   capcon record plans/chat-8b-l40s.yaml                       # the plan's fleet, to the default file
@@ -142,6 +146,7 @@ def run(args) -> int:
         )
     recorder.start(detail={"command": "record", "fleets": fleet_names, "interval": args.interval})
     hurried: list[int] = []
+    logs = [_FleetLog(handle.name, args.interval) for handle in handles]
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
 
     def hurry(signum, frame) -> None:
@@ -151,7 +156,7 @@ def run(args) -> int:
 
     try:
         try:
-            asyncio.run(_record(handles, recorder, args.interval, args.duration, on_stop=hurry))
+            asyncio.run(_record(handles, logs, recorder, args.interval, args.duration, on_stop=hurry))
         finally:
             from console.commands.recording import close_recorder
 
@@ -167,10 +172,13 @@ def run(args) -> int:
                 flush=True,
             )
         print(f"stopped: {polls(status.written)} written to {path}", flush=True)
+        stalled = [words for words in (log.stale_at_exit() for log in logs) if words]
+        for words in stalled:
+            print(f"capcon record: {words}", file=sys.stderr, flush=True)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    return 1 if status.waiting or status.dropped or status.unstored else 0
+    return 1 if status.waiting or status.dropped or status.unstored or stalled else 0
 
 
 def _say_state(status) -> None:
@@ -191,7 +199,9 @@ def _say_state(status) -> None:
         print(f"capcon record: history error: {status.detail} ({status.path})", file=sys.stderr, flush=True)
 
 
-async def _record(handles: list[FleetHandle], recorder, interval: float, duration: float | None, on_stop=None) -> None:
+async def _record(
+    handles: list[FleetHandle], logs: list[_FleetLog], recorder, interval: float, duration: float | None, on_stop=None
+) -> None:
     """Poll every fleet until SIGTERM, SIGINT or `duration`; each fleet on its own chain of polls.
 
     `on_stop` (a signal handler) takes SIGINT and SIGTERM once polling has stopped."""
@@ -211,10 +221,11 @@ async def _record(handles: list[FleetHandle], recorder, interval: float, duratio
     COLLECTOR.tune()  # the cyclic collector's passes between polls, as in the console
     loops = [
         asyncio.create_task(
-            poll_loop(PollFeed(handle, recorder), cadence, *_said(handle.name)), name=f"record-{handle.name}"
+            poll_loop(PollFeed(handle, recorder), cadence, log.on_view, log.on_failure), name=f"record-{handle.name}"
         )
-        for handle in handles
+        for handle, log in zip(handles, logs)
     ]
+    loops.append(asyncio.create_task(_watch_for_stalls(logs, interval), name="record-stalls"))
     try:
         await stop.wait()
     finally:
@@ -233,17 +244,52 @@ async def _record(handles: list[FleetHandle], recorder, interval: float, duratio
                 signal.signal(signum, on_stop)
 
 
-def _said(fleet: str):
-    """What a fleet's poll loop says on stderr: a failure once, until a poll succeeds again."""
-    failing = [""]
+class _FleetLog:
+    """What a fleet's poll loop says on stderr: a failure once, until a poll succeeds again; a stall once, when
+    no fresh poll came for two intervals; and whether its last intervals wrote nothing, for the exit status."""
 
-    def on_view(view) -> None:
-        failing[0] = ""
+    def __init__(self, fleet: str, interval: float, clock=time.monotonic) -> None:
+        self.fleet = fleet
+        self.clock = clock
+        self.freshness = Freshness(interval, clock())
+        self.failing = ""
+        self.said_stale = False
 
-    def on_failure(error: Exception) -> None:
-        words = failure_words(error)
-        if words != failing[0]:
-            print(f"capcon record: {fleet}: poll failed: {words}", file=sys.stderr, flush=True)
-        failing[0] = words
+    def on_view(self, view) -> None:
+        if self.said_stale:
+            print(f"capcon record: {self.fleet}: polls fresh again", file=sys.stderr, flush=True)
+        self.freshness.polled(self.clock())
+        self.failing = ""
+        self.said_stale = False
 
-    return on_view, on_failure
+    def on_failure(self, error: Exception) -> None:
+        words = bounded_line(failure_words(error))
+        if words != self.failing:
+            print(f"capcon record: {self.fleet}: poll failed: {words}", file=sys.stderr, flush=True)
+        self.failing = words
+        self.freshness.failed(words)
+        self.check()
+
+    def check(self) -> None:
+        """Say once that the fleet's figures have gone stale (a failing poll, or one that never ends)."""
+        now = self.clock()
+        if self.freshness.stale(now) and not self.said_stale:
+            self.said_stale = True
+            print(f"capcon record: {self.fleet}: {self.freshness.words(now)}", file=sys.stderr, flush=True)
+
+    def stale_at_exit(self) -> str | None:
+        """Why the fleet's last intervals wrote nothing (the exit status is then 1), or None."""
+        now = self.clock()
+        if not self.freshness.stale(now):
+            return None
+        return (
+            f"{self.fleet}: {self.freshness.words(now)}; nothing written for its last {STALE_AFTER_INTERVALS} intervals"
+        )
+
+
+async def _watch_for_stalls(logs: list[_FleetLog], interval: float) -> None:
+    """A poll that never ends calls no callback: look at each fleet's age every interval all the same."""
+    while True:
+        await asyncio.sleep(interval)
+        for log in logs:
+            log.check()

@@ -19,7 +19,7 @@ import asyncio
 import base64
 import os
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from http import HTTPStatus
 from urllib.request import getproxies, proxy_bypass_environment
@@ -87,17 +87,31 @@ class _Route:
     Straight to the replica this is one httpcore connection, replaced when the server
     closed it or it failed (a pool's bookkeeping costs more than it saves for a single
     connection); through a proxy it is httpcore's one-connection proxy pool.
+
+    A connection is used again only after its last answer was read to the end and closed
+    (`settled`): one cut off by a deadline or an error may be left mid-request, where
+    httpcore refuses it every time after (ConnectionNotAvailable), so it is dropped and the
+    next request starts on a new one.
     """
 
-    def __init__(self, request: httpcore.Request, tls, backend, proxy: httpcore.AsyncHTTPProxy | None) -> None:
+    def __init__(
+        self, request: httpcore.Request, tls, backend, proxy_pool: Callable[[], httpcore.AsyncHTTPProxy] | None
+    ) -> None:
         self.request = request
         self._tls = tls
         self._backend = backend
-        self._proxy = proxy
+        self._proxy_pool = proxy_pool
+        self._proxy: httpcore.AsyncHTTPProxy | None = proxy_pool() if proxy_pool is not None else None
         self._connection: httpcore.AsyncHTTPConnection | None = None
+        self._settled = True
 
     async def send(self) -> httpcore.Response:
-        if self._proxy is not None:
+        if not self._settled:
+            await self.drop()
+        self._settled = False
+        if self._proxy_pool is not None:
+            if self._proxy is None:
+                self._proxy = self._proxy_pool()
             return await self._proxy.handle_async_request(self.request)
         connection = self._connection
         if connection is None or connection.is_closed() or connection.has_expired():
@@ -108,11 +122,27 @@ class _Route:
             )
         return await connection.handle_async_request(self.request)
 
+    def settled(self) -> None:
+        """The last answer was read whole and closed: its connection may carry the next request."""
+        self._settled = True
+
+    async def drop(self) -> None:
+        """Forget the connection (or the proxy's pool) in whatever state it was left; the next send opens anew."""
+        connection, proxy = self._connection, self._proxy
+        self._connection = None
+        self._proxy = None
+        self._settled = True
+        try:
+            async with asyncio.timeout(1.0):  # closing a socket does not wait on the peer; bounded all the same
+                if connection is not None:
+                    await connection.aclose()
+                if proxy is not None:
+                    await proxy.aclose()
+        except Exception:  # noqa: BLE001 - a connection being thrown away may fail to close in any way
+            pass
+
     async def aclose(self) -> None:
-        if self._proxy is not None:
-            await self._proxy.aclose()
-        elif self._connection is not None:
-            await self._connection.aclose()
+        await self.drop()
 
 
 def _env_proxy(url: httpx.URL) -> httpx.Proxy | None:
@@ -163,16 +193,19 @@ def _route(target_url: str, headers: list[tuple[bytes, bytes]], tls, backend) ->
     proxy = _env_proxy(url)
     if proxy is None:
         return _Route(request, tls, backend, None)
-    pool = httpcore.AsyncHTTPProxy(
-        proxy_url=httpcore.URL(
-            scheme=proxy.url.raw_scheme, host=proxy.url.raw_host, port=proxy.url.port, target=proxy.url.raw_path
-        ),
-        proxy_auth=proxy.raw_auth,
-        proxy_headers=proxy.headers.raw,
-        ssl_context=tls,
-        max_connections=1,
-        network_backend=backend,
-    )
+
+    def pool() -> httpcore.AsyncHTTPProxy:
+        return httpcore.AsyncHTTPProxy(
+            proxy_url=httpcore.URL(
+                scheme=proxy.url.raw_scheme, host=proxy.url.raw_host, port=proxy.url.port, target=proxy.url.raw_path
+            ),
+            proxy_auth=proxy.raw_auth,
+            proxy_headers=proxy.headers.raw,
+            ssl_context=tls,
+            max_connections=1,
+            network_backend=backend,
+        )
+
     return _Route(request, tls, backend, pool)
 
 
@@ -260,6 +293,8 @@ class ScrapeSource:
             return failed(ReplicaState.DOWN, f"{type(error).__name__}: {error}")
         except (ValueError, OverflowError) as error:  # an address the socket layer refuses to use
             return failed(ReplicaState.DOWN, f"unusable address: {error}")
+        except Exception as error:  # noqa: BLE001 - whatever the HTTP stack raises is this target's state, never the poll's
+            return failed(ReplicaState.DOWN, f"{type(error).__name__}: {_reason(error)}")
         return self.read_page(target, route, body, now)
 
     def read_page(self, target: Target, route, body: bytes, now: float) -> TargetResult:
@@ -330,9 +365,11 @@ class ScrapeSource:
         except (httpcore.ReadError, httpcore.WriteError, httpcore.RemoteProtocolError) as error:
             raise _StaleConnection(error) from error
         try:
-            return await self._read(response)
+            body = await self._read(response)
         finally:
             await response.aclose()  # an unfinished body closes the connection; a finished one keeps it
+        route.settled()
+        return body
 
     async def _read(self, response: httpcore.Response) -> bytes:
         if response.status != 200:
