@@ -12,7 +12,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from operator import attrgetter
 
-from console.metrics.vllm import impossible
+from console.metrics.vllm import MAX_REQUESTS_PER_REPLICA, REQUEST_GAUGES, impossible
 
 # The name of the fleet's total figures: the total row's key and the subject of fleet-wide flags.
 FLEET_TOTAL = "fleet"
@@ -111,10 +111,10 @@ _MAPS = (
 )
 
 
-def _why_not(value: object, share: bool = False) -> str:
+def _why_not(value: object, share: bool = False, most: float = math.inf, holder: str = "a replica") -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "is not a number"
-    return impossible(float(value), share)
+    return impossible(float(value), share, most, holder)
 
 
 _numbers_of = attrgetter(*_NUMBERS)
@@ -141,15 +141,19 @@ def _all_possible(figures: Figures) -> bool:
     return age is None or (type(age) is float and math.isfinite(age))
 
 
-def vetted_figures(figures: Figures) -> Figures:
+def vetted_figures(figures: Figures, replicas: int = 1) -> Figures:
     """`figures` with every impossible value made unknown (None), the reasons added to `error`.
 
     The rule of `console.metrics.vllm.impossible` for figures made elsewhere (a Prometheus source's
     answers, a recording's JSON), and a last guard on capcon's own (a rate over a tiny interval can
     still overflow). A share over 1 by rounding only is read as 1. Figures that hold only possible
-    values come back as they are.
+    values come back as they are. `replicas`: how many replicas the figures sum (a fleet's running and
+    waiting may hold that many replicas' worth of requests).
     """
-    if _all_possible(figures):
+    most = MAX_REQUESTS_PER_REPLICA * max(replicas, 1)
+    if _all_possible(figures) and not any(
+        value is not None and value > most for value in (figures.running, figures.waiting)
+    ):
         return figures
     changes: dict = {}
     reasons: list[str] = []
@@ -158,9 +162,10 @@ def vetted_figures(figures: Figures) -> Figures:
         if value is None:
             continue
         share = name in _SHARES
-        if isinstance(value, float) and 0.0 <= value < math.inf and (not share or value <= 1.0):
+        limit = most if name in REQUEST_GAUGES else math.inf
+        if isinstance(value, float) and 0.0 <= value <= limit and value < math.inf and (not share or value <= 1.0):
             continue
-        reason = _why_not(value, share)
+        reason = _why_not(value, share, limit, "a replica" if replicas <= 1 else f"{replicas} replicas")
         if reason:
             changes[name] = None
             reasons.append(f"{name} {reason}")
@@ -195,7 +200,7 @@ def vetted_figures(figures: Figures) -> Figures:
 def vetted_fleet_figures(figures: FleetFigures) -> FleetFigures:
     """Every replica's figures and the fleet's held to the impossible-value rule (`vetted_figures`)."""
     replicas = tuple(vetted_figures(r) for r in figures.replicas)
-    fleet = vetted_figures(figures.fleet)
+    fleet = vetted_figures(figures.fleet, replicas=len(figures.replicas))
     if fleet is figures.fleet and all(a is b for a, b in zip(replicas, figures.replicas)):
         return figures
     return replace(figures, replicas=replicas, fleet=fleet)

@@ -129,10 +129,15 @@ class ReplicaSample:
 
 KV_SLACK = 1e-6
 _INF = math.inf
+# Requests one replica can hold, running or waiting: vLLM's max_num_seqs is in the hundreds to a few thousand and
+# its waiting queue lives in the server's memory. A count past this is a broken exporter, never a load.
+MAX_REQUESTS_PER_REPLICA = 1e7
+REQUEST_GAUGES = ("running", "waiting")
 
 
-def impossible(value: float, share: bool = False) -> str:
-    """Why `value` cannot be a vLLM reading, in words; "" when it can. `share`: a 0-1 fraction."""
+def impossible(value: float, share: bool = False, most: float = _INF, holder: str = "a replica") -> str:
+    """Why `value` cannot be a vLLM reading, in words; "" when it can. `share`: a 0-1 fraction; `most`: the
+    largest count of requests it can be, for `holder` (a replica: MAX_REQUESTS_PER_REPLICA)."""
     if value != value:
         return "NaN"
     if value == _INF or value == -_INF:
@@ -141,6 +146,8 @@ def impossible(value: float, share: bool = False) -> str:
         return f"{value:g} is negative"
     if share and value > 1 + KV_SLACK:
         return f"{value:g} is over 1 (a share, 0-1)"
+    if value > most:
+        return f"{value:g} is more requests than {holder} can hold (at most {most:g})"
     return ""
 
 
@@ -279,8 +286,13 @@ def sample_from_samples(samples: Iterable[Sample], at: float) -> ReplicaSample:
             model = labels.get("model_name")
             if model is not None:
                 models.add(model)
-            if not 0.0 <= value < _INF or (key[0] == "kv_usage" and value > 1.0):
-                reason = impossible(value, share=key[0] == "kv_usage")
+            if (
+                not 0.0 <= value < _INF
+                or (key[0] == "kv_usage" and value > 1.0)
+                or (value > MAX_REQUESTS_PER_REPLICA and key[0] in REQUEST_GAUGES)
+            ):
+                most = MAX_REQUESTS_PER_REPLICA if key[0] in REQUEST_GAUGES else _INF
+                reason = impossible(value, share=key[0] == "kv_usage", most=most)
                 if reason:
                     doubts.setdefault(key, f"{name} {reason}")
                     continue

@@ -297,7 +297,8 @@ def fleet_figures(
             error="; ".join(notes),
             data_age_seconds=max(ages) if ages else None,
             **values,
-        )
+        ),
+        replicas=len(replicas),
     )
 
 

@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 
 from console.live.watcher import Watcher
 from console.metrics.exposition import ParseError, parse
-from console.metrics.figures import Figures, FleetFigures, vetted_figures
+from console.metrics.figures import FLEET_TOTAL, Figures, FleetFigures, vetted_figures, vetted_fleet_figures
 from console.metrics.vllm import (
     FAMILIES,
+    MAX_REQUESTS_PER_REPLICA,
     Histogram,
     ReplicaSample,
     impossible,
@@ -76,6 +77,8 @@ def assert_sane(figures: Figures) -> None:
                 assert v >= 0, (item.name, v)
             if item.name in SHARES or item.name == "kv_usage_by_engine":
                 assert v <= 1.0, (item.name, v)
+            if item.name in ("running", "waiting") and figures.name != FLEET_TOTAL:
+                assert v <= MAX_REQUESTS_PER_REPLICA, (item.name, v)
     json.dumps(figures.to_json(), allow_nan=False)
 
 
@@ -128,6 +131,10 @@ def test_hostile_values_on_a_real_page_never_escape(changes, hostile_first):
         ('vllm:num_requests_running{engine="0",model_name="tiny"}', "-7", "running"),
         ('vllm:num_requests_waiting{engine="0",model_name="tiny"}', "+Inf", "waiting"),
         ('vllm:num_requests_waiting{engine="0",model_name="tiny"}', "NaN", "waiting"),
+        # More requests than any replica can hold: a broken exporter, not a load.
+        ('vllm:num_requests_running{engine="0",model_name="tiny"}', "1e+30", "running"),
+        ('vllm:num_requests_waiting{engine="0",model_name="tiny"}', "1.2e+19", "waiting"),
+        ('vllm:num_requests_waiting{engine="0",model_name="tiny"}', "2e+07", "waiting"),
         ('vllm:prompt_tokens_total{engine="0",model_name="tiny"}', "-Inf", "prompt_tokens_per_second"),
         ('vllm:prompt_tokens_total{engine="0",model_name="tiny"}', "-5", "prompt_tokens_per_second"),
         ('vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="tiny"}', "+Inf", "ttft_p95_seconds"),
@@ -258,7 +265,8 @@ def test_vetted_figures_are_always_possible_and_keep_what_was_possible(values, k
     for name, value in values.items():
         if name == "kv_usage" and engine_unknown:
             continue
-        if value is not None and not impossible(value, share=name in SHARES):
+        most = MAX_REQUESTS_PER_REPLICA if name in ("running", "waiting") else math.inf
+        if value is not None and not impossible(value, share=name in SHARES, most=most):
             assert getattr(vetted, name) == (min(value, 1.0) if name in SHARES else value)
     assert Figures.from_json(json.loads(json.dumps(figures.to_json()))) == vetted
 
@@ -382,3 +390,29 @@ async def test_a_figure_source_relaying_impossible_values_is_held_to_the_same_ru
     assert figures.fleet.waiting is None
     for each in (replica, figures.fleet):
         assert_sane(each)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["running", "waiting"]),
+    st.floats(min_value=0.0, max_value=1e40, allow_nan=False, allow_infinity=False),
+)
+def test_a_request_count_is_kept_up_to_what_a_replica_can_hold_and_unknown_past_it(figure, value):
+    line = f'vllm:num_requests_{figure}{{engine="0",model_name="tiny"}}'
+    hostile = re.sub(re.escape(line) + r" \S+", lambda m: f"{line} {value!r}", LATER)
+    [_, fleet] = _watch((100.0, _result(BASE, 100.0)), (110.0, _result(hostile, 110.0)))
+    replica = fleet.replicas[0]
+    if value > MAX_REQUESTS_PER_REPLICA:
+        assert getattr(replica, figure) is None and "more requests than a replica can hold" in replica.error
+        assert getattr(fleet.fleet, figure) is None
+    else:
+        assert getattr(replica, figure) == value and "impossible" not in replica.error
+
+
+def test_a_fleets_request_counts_may_hold_every_replicas_worth_but_no_more():
+    many = tuple(Figures(f"r{i}", "u", "up", running=9e6, waiting=1.0) for i in range(3))
+    fleet = Figures("fleet", "", "up", running=2.7e7, waiting=4e7)
+    vetted = vetted_fleet_figures(FleetFigures(60.0, "prometheus", many, fleet, 0.0))
+    assert [r.running for r in vetted.replicas] == [9e6, 9e6, 9e6]
+    assert vetted.fleet.running == 2.7e7  # three replicas' worth
+    assert vetted.fleet.waiting is None and "more requests than 3 replicas can hold" in vetted.fleet.error
