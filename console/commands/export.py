@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import errno
 import math
 import os
 import stat
@@ -28,16 +27,11 @@ from pathlib import Path
 from console.commands.history import add_history_options, chosen_fleets, default_db_path, open_history, time_range
 from console.errors import UserError
 from console.metrics.figures import FLEET_TOTAL, Figures
+from console.output_file import current_umask, os_error_words, refuse_output
 from console.store import json_out
 from console.store.database import Store, read_histogram, reading_errors
 from console.store.schema import COUNTER_COLUMNS, HISTOGRAM_COLUMNS
 from console.when import iso_when
-
-# The first bytes of an SQLite database, of a write-ahead log (two byte orders) and of a rollback journal.
-SQLITE_HEADER = b"SQLite format 3\x00"
-WAL_MAGICS = (bytes.fromhex("377f0682"), bytes.fromhex("377f0683"))
-JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
-SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
 class WriteFailed(UserError):
@@ -140,97 +134,6 @@ def run(args) -> int:
 # --- where the rows go -----------------------------------------------------------
 
 
-def _identity(path: str) -> tuple[int, int] | None:
-    try:
-        found = os.stat(path)
-    except OSError:
-        return None
-    return found.st_dev, found.st_ino
-
-
-def _head(path: str | int, size: int = 16) -> bytes | None:
-    """The first bytes of a regular file (a path, or a descriptor read through /proc); None when unreadable."""
-    try:
-        if isinstance(path, int):
-            path = f"/proc/self/fd/{path}"
-        with open(path, "rb") as file:
-            return file.read(size)
-    except OSError:
-        return None
-
-
-def _sqlite_kind(head: bytes | None) -> str | None:
-    if not head:
-        return None
-    if head.startswith(SQLITE_HEADER):
-        return "an SQLite database"
-    if head[:4] in WAL_MAGICS:
-        return "an SQLite write-ahead log"
-    if head.startswith(JOURNAL_MAGIC):
-        return "an SQLite rollback journal"
-    return None
-
-
-def refuse_output(output: str, history: Path) -> None:
-    """UserError (exit 2) when writing `output` would overwrite the history (under any name), one of
-    its -wal, -shm, -journal, or any other SQLite file: an export never destroys recorded polls."""
-    base = str(history)
-    guarded = [base] + [base + side for side in SIDE_FILES]
-    names = {os.path.realpath(path): path for path in guarded}
-    identities = {found: path for path in guarded if (found := _identity(path)) is not None}
-    if output in ("-", ""):
-        try:
-            found = os.fstat(sys.stdout.fileno())
-        except (OSError, ValueError):
-            return
-        if not stat.S_ISREG(found.st_mode):
-            return
-        if (found.st_dev, found.st_ino) in identities:
-            raise UserError(
-                f"standard output is {_which(identities[(found.st_dev, found.st_ino)], base)}; expected another file (--output FILE)"
-            )
-        kind = _sqlite_kind(_head(sys.stdout.fileno())) if found.st_size else None
-        if kind:
-            raise UserError(f"standard output is {kind}; expected a csv or jsonl file, or a pipe")
-        return
-    shown = f"--output {output}"
-    real = os.path.realpath(output)
-    if real in names:
-        raise UserError(f"{shown}: is {_which(names[real], base)}; expected another file")
-    try:
-        found = os.stat(output)
-    except FileNotFoundError:
-        found = None
-    except OSError as error:
-        raise UserError(f"{shown}: cannot write ({error.strerror}); expected a writable file path") from None
-    if found is not None and (found.st_dev, found.st_ino) in identities:
-        raise UserError(
-            f"{shown}: is {_which(identities[(found.st_dev, found.st_ino)], base)} (by another name); expected another file"
-        )
-    if found is not None and stat.S_ISDIR(found.st_mode):
-        raise UserError(f"{shown}: cannot write (Is a directory); expected a writable file path")
-    if found is not None and stat.S_ISREG(found.st_mode) and found.st_size:
-        head = _head(real)
-        if head is None:
-            raise UserError(
-                f"{shown}: cannot be read to make sure it is no SQLite file; expected a file this user can read, or a new path"
-            )
-        kind = _sqlite_kind(head)
-        if kind:
-            raise UserError(f"{shown}: is {kind}; expected a csv or jsonl file to replace, or a new path")
-    for side in SIDE_FILES:
-        if real.endswith(side) and _sqlite_kind(_head(real[: -len(side)])):
-            raise UserError(
-                f"{shown}: is the {side[1:]} file of the SQLite file {output[: -len(side)]}; expected another file"
-            )
-
-
-def _which(path: str, base: str) -> str:
-    if path == base:
-        return f"{base}, the history being exported"
-    return f"{path}, the {path[len(base) :]} file of the history being exported"
-
-
 class _Counted:
     """The stream rows are written to, and how many made it (for the words when a write fails)."""
 
@@ -246,7 +149,7 @@ def _rows_words(count: int) -> str:
 def _failed_words(counted: _Counted, error: OSError) -> str:
     """A stream that cannot be taken back (standard output, a device): how far it got, at most."""
     return (
-        f"write failed at row {counted.rows + 1} or before ({_strerror(error)}); what it received is incomplete,"
+        f"write failed at row {counted.rows + 1} or before ({os_error_words(error)}); what it received is incomplete,"
         " not a whole export"
     )
 
@@ -294,11 +197,11 @@ def _output(path: str, counted: _Counted):
                 os.fsync(
                     file.fileno()
                 )  # on disk before it takes the name: a crash leaves the old file or the whole new one
-            os.chmod(temporary, stat.S_IMODE(found.st_mode) if found is not None else 0o666 & ~_umask())
+            os.chmod(temporary, stat.S_IMODE(found.st_mode) if found is not None else 0o666 & ~current_umask())
             os.replace(temporary, target)
         except OSError as error:
             raise WriteFailed(
-                f"{shown}: write failed after {_rows_words(counted.rows)} ({_strerror(error)}); {path} {left}"
+                f"{shown}: write failed after {_rows_words(counted.rows)} ({os_error_words(error)}); {path} {left}"
             ) from None
     except BaseException:
         try:
@@ -322,16 +225,6 @@ def _in_place(path: str, shown: str, counted: _Counted):
         raise
     except OSError as error:
         raise WriteFailed(f"{shown}: {_failed_words(counted, error)}") from None
-
-
-def _strerror(error: OSError) -> str:
-    return error.strerror or errno.errorcode.get(error.errno or 0, str(error))
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def _write(counted: _Counted, form: str, columns: list[str], rows: Iterator[dict]) -> int:

@@ -104,7 +104,7 @@ def test_an_output_that_is_the_history_file_is_refused_and_every_poll_stays(hist
     done = export(history, output, data_home=tmp_path / "data")
     assert done.returncode == 2
     line = one_line(done.stderr, "export")
-    assert str(history) in line and "the history being exported" in line, line
+    assert str(history) in line and "the history file" in line, line
     assert done.stdout == b""
     viewer.stdin.close()
     assert viewer.wait(timeout=30) == 0  # had its -shm been cut short under it, it would have died of SIGBUS
@@ -198,10 +198,13 @@ def test_a_whole_export_replaces_the_file_a_symlink_names_keeping_its_mode(histo
 
 
 def test_an_output_directory_or_missing_folder_is_bad_input(history, tmp_path):
-    for output in (tmp_path, tmp_path / "no-such-folder" / "x.csv"):
+    for output, words in (
+        (tmp_path, "is a folder; expected a file path"),
+        (tmp_path / "no-such-folder" / "x.csv", "cannot write"),
+    ):
         done = export(history, output, data_home=tmp_path / "data")
         assert done.returncode == 2
-        assert "cannot write" in one_line(done.stderr, "export")
+        assert words in one_line(done.stderr, "export")
 
 
 def test_a_reader_that_goes_away_is_not_an_error(history, tmp_path):
