@@ -15,14 +15,14 @@ planner's rule back to it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.plan import schema
 from console.plan.model import ESTIMATED, Capacity, Plan
 from console.plan.schema import PlanError
-from console.plan.sizing import TENSOR_PARALLEL_SIZES, replicas_for, size, usable_bytes, weight_bytes
+from console.plan.sizing import TENSOR_PARALLEL_SIZES, size, usable_bytes, weight_bytes
 
 LENGTHS = 2_000  # requests drawn from the workload's token distributions, cycled through the steps
 # Simulated tokens (prompt and answer) one estimate, and one --sizes comparison, may process: about
@@ -151,60 +151,6 @@ def _swept(plan: Plan, tp: int, budget: TokenBudget) -> float | None:
         found = sweep.capacity
     _sweeps[at_size] = found
     return found
-
-
-@dataclass(frozen=True)
-class SizeEstimate:
-    """One tensor-parallel size of the plan's simulated replica, estimated at the peak."""
-
-    tensor_parallel: int
-    rps_per_replica: float | None  # None: no rate held (or not swept: it covers the peak)
-    covers_peak: bool  # one replica carried the whole interactive peak (the sweep stopped there)
-    replicas: int | None  # for the peak, with redundancy
-    gpus: int | None
-    cost_per_hour: float | None
-    over_budget: bool = False  # not estimated: it would simulate more than the budget allows
-
-
-def sizes_compared(plan: Plan) -> list[SizeEstimate]:
-    """Every tensor-parallel size whose weights fit, on the plan's simulated replica.
-
-    What the planner's smallest-size rule leaves out: a larger size can carry more per GPU (a 70B model
-    on 2 GPUs spends most of each step reading its weights). A size that carries the whole interactive
-    peak in one replica is not swept further: one replica (plus redundancy) is its answer.
-    """
-    from console.bench.simulated import BudgetSpent, TokenBudget, plan_lengths, simulated_step  # noqa: PLC0415
-
-    global last_budget
-    last_budget = budget = TokenBudget(SIZES_TOKENS)
-    peak = size(plan).peak_rps
-    targets, settings = _targets_and_settings(plan)
-    out = []
-    for tp in TENSOR_PARALLEL_SIZES:
-        if usable_bytes(plan, tp) <= weight_bytes(plan):
-            continue
-        at_size = _at_size(plan, tp)
-        rps = _sweeps.get(at_size)
-        covers = rps is not None and rps >= peak
-        if at_size not in _sweeps:
-            try:
-                lengths = plan_lengths(at_size, settings.count(peak))
-                covers = (
-                    simulated_step(at_size, lengths, peak, settings, targets, budget).goodput_share >= targets.share
-                )
-                rps = None if covers else _swept(plan, tp, budget)
-            except BudgetSpent:
-                out.append(SizeEstimate(tp, None, False, None, None, None, over_budget=True))
-                continue
-        if covers:
-            replicas = 1 + plan.redundancy
-        elif rps is None:
-            out.append(SizeEstimate(tp, None, False, None, None, None))
-            continue
-        else:
-            replicas = replicas_for(peak, rps) + plan.redundancy
-        out.append(SizeEstimate(tp, rps, covers, replicas, replicas * tp, replicas * tp * plan.gpu.price_per_hour))
-    return out
 
 
 def _goodput_at(

@@ -23,6 +23,7 @@ import stat
 from dataclasses import replace
 from pathlib import Path
 
+from console.bench.boundary import meets_share, within
 from console.bench.measure import BenchTargets
 from console.bench.report import StepSummary
 from console.errors import UserError
@@ -52,13 +53,14 @@ def _ms(value: object, where: str, what: str) -> float | None:
 
 def _holds(step: StepSummary, targets: BenchTargets) -> bool:
     if step.good is not None:
-        return step.good / step.sent >= targets.share if step.sent else False
+        return meets_share(step.good, step.sent, targets.share) if step.sent else False
     if step.ttft_p95 is None or step.tpot_p95 is None:
         return False
-    if step.failed > step.sent * (1 - targets.share):
+    # Requests that failed are misses: the rest must still make the share (counted exactly, as a share of good).
+    if not meets_share(step.sent - step.failed, step.sent, targets.share):
         return False
-    within_e2e = targets.e2e is None or (step.e2e_p95 is not None and step.e2e_p95 <= targets.e2e)
-    return step.ttft_p95 <= targets.ttft and step.tpot_p95 <= targets.tpot and within_e2e
+    within_e2e = targets.e2e is None or (step.e2e_p95 is not None and within(step.e2e_p95, targets.e2e))
+    return within(step.ttft_p95, targets.ttft) and within(step.tpot_p95, targets.tpot) and within_e2e
 
 
 def _good_from_details(data: dict, where: str, targets: BenchTargets) -> int | None:
@@ -78,7 +80,11 @@ def _good_from_details(data: dict, where: str, targets: BenchTargets) -> int | N
         ttft_s = _number(ttft, where, "a ttft")
         latency_s = _number(latency, where, "a latency")
         tpot = (latency_s - ttft_s) / (length - 1) if length > 1 else 0.0
-        if ttft_s <= targets.ttft and tpot <= targets.tpot and (targets.e2e is None or latency_s <= targets.e2e):
+        if (
+            within(ttft_s, targets.ttft)
+            and within(tpot, targets.tpot)
+            and (targets.e2e is None or within(latency_s, targets.e2e))
+        ):
             good += 1
     return good
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from console.bench.boundary import within
 from console.bench.measure import BenchTargets, StepFigures
 from console.bench.server_view import ServerStep
 
@@ -31,9 +32,9 @@ def misses(step: StepFigures, targets: BenchTargets) -> Misses:
     """How many requests missed each target (one request may miss several)."""
     done = [r for r in step.requests if r.ok]
     return Misses(
-        ttft=sum(1 for r in done if r.ttft is not None and r.ttft > targets.ttft),
-        tpot=sum(1 for r in done if r.tpot is not None and r.tpot > targets.tpot),
-        e2e=sum(1 for r in done if targets.e2e is not None and r.e2e is not None and r.e2e > targets.e2e),
+        ttft=sum(1 for r in done if r.ttft is not None and not within(r.ttft, targets.ttft)),
+        tpot=sum(1 for r in done if r.tpot is not None and not within(r.tpot, targets.tpot)),
+        e2e=sum(1 for r in done if targets.e2e is not None and r.e2e is not None and not within(r.e2e, targets.e2e)),
         failed=step.failed,
     )
 

@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from console.bench.boundary import within
 from console.bench.client import RequestResult, percentile
 from console.errors import UserError
 from console.plan.model import Workload
@@ -91,9 +92,9 @@ def figures(result: RequestResult) -> RequestFigures:
 def is_good(request: RequestFigures, targets: BenchTargets) -> bool:
     if not request.ok or request.ttft is None or request.tpot is None or request.e2e is None:
         return False
-    if request.ttft > targets.ttft or request.tpot > targets.tpot:
+    if not within(request.ttft, targets.ttft) or not within(request.tpot, targets.tpot):
         return False
-    return targets.e2e is None or request.e2e <= targets.e2e
+    return targets.e2e is None or within(request.e2e, targets.e2e)
 
 
 def wilson_interval(good: int, total: int, z: float = 1.96) -> tuple[float, float]:

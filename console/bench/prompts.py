@@ -11,6 +11,10 @@ objects is read too.
 Every problem is a PromptsError naming the file and line ("FILE:LINE: what; expected
 ..."): a line that cannot be read is never skipped, so a benchmark replays exactly
 the file it was given.
+
+Without a file, `capcon bench` replays `sample_prompts.jsonl` beside this module (written by
+scripts/sample_prompts.py): a mix of chats and completions to try the command on, not anyone's
+traffic, and every report says so.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import json
 import os
 import stat
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from console.errors import UserError
@@ -28,6 +33,7 @@ MAX_PROMPTS = 1_000_000
 MAX_TOKENS_LIMIT = 1_000_000
 _SHOWN = 40
 EXPECTED_LINE = 'a JSON object with "prompt" (text) or "messages" (a list of role/content objects)'
+SAMPLE_FILE = "sample_prompts.jsonl"  # package data of console.bench
 
 
 class PromptsError(UserError):
@@ -244,3 +250,14 @@ def load_prompts(path: str | Path) -> list[BenchPrompt]:
         line = data.count(b"\n", 0, error.start) + 1
         raise PromptsError(f"{source}:{line}: not UTF-8 text; expected a prompts file (JSONL or JSON)") from None
     return parse_prompts(text, source)
+
+
+def load_sample() -> list[BenchPrompt]:
+    """The built-in sample's requests (package data: read where the package is, zipped or not)."""
+    text = resources.files("console.bench").joinpath(SAMPLE_FILE).read_text(encoding="utf-8")
+    return parse_prompts(text, f"built-in {SAMPLE_FILE}")
+
+
+def sample_words(count: int) -> str:
+    """How every report names the sample: what it is, and what it is not."""
+    return f"built-in sample ({count:,} prompts), not your traffic"

@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from console.bench.boundary import interval_text, percent_text, share_down_text, share_places, within
 from console.bench.limits import Diagnosis, diagnose
 from console.bench.measure import BenchTargets, wilson_interval
 from console.bench.runner import Step
@@ -97,6 +98,7 @@ class BenchReport:
     started_at: float  # unix time
     settings: dict
     source: str = "capcon bench"
+    prompts: str = ""  # what was replayed: the file and its count, or the built-in sample ("" imported)
 
     @property
     def diagnosis(self) -> Diagnosis | None:
@@ -122,6 +124,7 @@ class BenchReport:
             "model": self.model,
             "started_at": self.started_at,
             "targets": self.targets.as_dict(),
+            "prompts": self.prompts or None,
             "settings": self.settings,
             "capacity_rps": self.capacity,
             "capacity_requests": holding.sent if holding else None,
@@ -141,7 +144,7 @@ def imported_diagnosis(step: StepSummary, targets: BenchTargets) -> Diagnosis:
     """What an imported step that fell missed, from its p95s: its source kept no server metrics."""
     over = []
     for name, value, target in (("TTFT", step.ttft_p95, targets.ttft), ("TPOT", step.tpot_p95, targets.tpot)):
-        if value is not None and value > target:
+        if value is not None and not within(value, target):
             over.append(f"p95 {name} {value * 1000:,.1f} ms over the {target * 1000:,.1f} ms target")
     if step.failed:
         over.append(f"{step.failed} of {step.sent} requests failed")
@@ -200,14 +203,16 @@ COLUMNS = (
 )
 
 
-def _goodput(step: StepSummary) -> str:
-    if step.goodput_share is None or step.interval is None:
+def _goodput(step: StepSummary, places: int) -> str:
+    if step.good is None or step.interval is None:
         return "- (p95s only)"
     low, high = step.interval
-    return f"{step.goodput_share:.1%} ({low:.0%}-{high:.0%})"
+    return f"{share_down_text(step.good, step.sent, places)} ({interval_text(low, high, places)})"
 
 
-def table_rows(steps: Sequence[StepSummary]) -> list[str]:
+def table_rows(steps: Sequence[StepSummary], places: int = 1) -> list[str]:
+    """The steps' table; goodput shares rounded down at `places` decimals (the target's), so none reads as met
+    when it fell."""
     head = "  ".join(f"{name:{align}}" for name, align in COLUMNS).rstrip()
     rows = [head]
     for step in steps:
@@ -216,7 +221,7 @@ def table_rows(steps: Sequence[StepSummary]) -> list[str]:
             f"{step.rate:,.2f}",
             f"{step.sent:,}",
             "-" if step.good is None else f"{step.good:,}",
-            _goodput(step),
+            _goodput(step, places),
             f"{_cell(step.ttft_p50)}/{_cell(step.ttft_p95)}",
             _cell(s.ttft_p95),
             f"{_cell(step.tpot_p50, digits=1)}/{_cell(step.tpot_p95, digits=1)}",
@@ -232,15 +237,17 @@ def table_rows(steps: Sequence[StepSummary]) -> list[str]:
 
 def render(report: BenchReport) -> str:
     t = report.targets
+    places = share_places(t.share)
     e2e = f", E2E <= {t.e2e * 1000:,.0f} ms" if t.e2e is not None else ""
     lines = [
         f"capcon bench: {report.target} ({report.model})",
         f"targets: TTFT <= {t.ttft * 1000:,.0f} ms, TPOT <= {t.tpot * 1000:,.1f} ms{e2e}; "
-        f"goodput share >= {t.share:.1%}",
+        f"goodput share >= {percent_text(t.share, places)}",
+        *([f"prompts: {report.prompts}"] if report.prompts else []),
         "TTFT and TPOT are the client's (send to first and last token, as vllm bench serve); "
         "vLLM TTFT is the server's own histogram (engine arrival to first token).",
         "",
-        *table_rows(report.steps),
+        *table_rows(report.steps, places),
         "",
     ]
     holding = report.holding_step
@@ -248,10 +255,10 @@ def render(report: BenchReport) -> str:
         lines.append("capacity: no rate held the goodput share (try a lower --start-rate)")
     else:
         noise = ""
-        if holding is not None and holding.interval is not None and holding.goodput_share is not None:
+        if holding is not None and holding.interval is not None and holding.good is not None:
             low, high = holding.interval
             noise = (
-                f" on {holding.sent:,} requests, goodput {holding.goodput_share:.1%} "
+                f" on {holding.sent:,} requests, goodput {share_down_text(holding.good, holding.sent, places)} "
                 f"(95% interval {low:.1%}-{high:.1%})"
             )
         elif holding is not None:
@@ -282,6 +289,7 @@ class ThroughputReport:
     max_concurrency: int | None
     started_at: float
     interrupted: bool
+    prompts: str = ""  # what was replayed, as BenchReport.prompts
 
     def as_dict(self) -> dict:
         s = self.step
@@ -289,6 +297,7 @@ class ThroughputReport:
             "mode": "throughput",
             "target": self.target,
             "model": self.model,
+            "prompts": self.prompts or None,
             "started_at": self.started_at,
             "max_concurrency": self.max_concurrency,
             "requests": s.sent,
@@ -309,6 +318,7 @@ def render_throughput(report: ThroughputReport) -> str:
     rps = s.completed / s.duration_seconds if s.duration_seconds > 0 else 0.0
     lines = [
         f"capcon bench --throughput: {report.target} ({report.model})",
+        *([f"prompts: {report.prompts}"] if report.prompts else []),
         f"{s.sent:,} requests sent {cap}, no latency target: {s.completed:,} completed, {s.failed:,} failed "
         f"in {s.duration_seconds:,.1f} s",
         f"throughput: {s.output_tokens_per_second:,.1f} output tokens/s ({rps:,.2f} requests/s, "

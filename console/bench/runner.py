@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from console.bench.arrivals import arrival_offsets
+from console.bench.boundary import meets_share
 from console.bench.client import RequestResult
 from console.bench.measure import BenchTargets, StepFigures, figures, is_good, step_figures
 from console.bench.prompts import BenchPrompt
@@ -215,7 +216,7 @@ async def run_sweep(
                 samples = await watch.take() if watch is not None else []
                 if measured.sent == 0:
                     break
-                holds = measured.goodput_share >= targets.share
+                holds = meets_share(measured.good, measured.sent, targets.share)
                 step = Step(measured, server_step(samples), holds)
                 steps.append(step)
                 if on_step is not None:

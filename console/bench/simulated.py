@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from console.bench.arrivals import arrival_offsets
+from console.bench.boundary import meets_share, within
 from console.bench.measure import BenchTargets
 from console.bench.runner import StepSettings
 from console.bench.sweep import Sweep
@@ -57,6 +58,9 @@ class SimulatedStep:
     def goodput_share(self) -> float:
         return self.good / self.sent if self.sent else 0.0
 
+    def holds(self, targets: BenchTargets) -> bool:
+        return meets_share(self.good, self.sent, targets.share)
+
 
 def plan_lengths(plan: Plan, count: int, seed: int = 0) -> list[Lengths]:
     """`count` requests drawn from the plan's first interactive workload's length distributions."""
@@ -97,9 +101,9 @@ def simulated_step(
         if r.finished_reason in ("stop", "length")
         and r.ttft is not None
         and r.tpot is not None
-        and r.ttft <= targets.ttft
-        and r.tpot <= targets.tpot
-        and (targets.e2e is None or (r.last_token is not None and r.last_token - r.arrival <= targets.e2e))
+        and within(r.ttft, targets.ttft)
+        and within(r.tpot, targets.tpot)
+        and (targets.e2e is None or (r.last_token is not None and within(r.last_token - r.arrival, targets.e2e)))
     )
     return SimulatedStep(rate, len(requests), good, engine.preemptions)
 
@@ -124,7 +128,7 @@ def simulated_sweep(
         taken += count
         step = simulated_step(plan, chosen, rate, settings, targets, budget)
         steps.append(step)
-        sweep.record(rate, step.goodput_share >= targets.share)
+        sweep.record(rate, step.holds(targets))
     return steps
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from console.bench.boundary import within
+
 MAX_STEPS = 40  # a sweep that has not converged by then reports what it has
 
 
@@ -19,7 +21,7 @@ MAX_STEPS = 40  # a sweep that has not converged by then reports what it has
 class Sweep:
     start: float
     factor: float = 1.5
-    precision: float = 0.05  # stop bisecting when (fell - held) / held is under this
+    precision: float = 0.05  # stop bisecting when (fell - held) / held is at most this (a rounding error over counts)
     floor: float = 0.01  # requests/s: below this a replica carries nothing worth a plan
     ceiling: float = 10_000.0
     max_steps: int = MAX_STEPS
@@ -38,7 +40,7 @@ class Sweep:
         if self.held is None:  # nothing held yet: go down
             following = self.fell / 2
             return following if following >= self.floor else None
-        if (self.fell - self.held) / self.held <= self.precision:
+        if within((self.fell - self.held) / self.held, self.precision):
             return None
         return (self.held + self.fell) / 2
 
@@ -55,4 +57,8 @@ class Sweep:
 
     @property
     def converged(self) -> bool:
-        return self.held is not None and self.fell is not None and (self.fell - self.held) / self.held <= self.precision
+        return (
+            self.held is not None
+            and self.fell is not None
+            and within((self.fell - self.held) / self.held, self.precision)
+        )

@@ -1,4 +1,4 @@
-"""`capcon bench --target URL --prompts FILE`: one replica's goodput, swept in rate, and its capacity."""
+"""`capcon bench --target URL [--prompts FILE]`: one replica's goodput, swept in rate, and its capacity."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ import sys
 import time
 
 from console.args import bounded
+from console.bench.boundary import share_down_text, share_places
 from console.errors import UserError
 from console.text import printable
 
 DESCRIPTION = """\
-Replay your own prompts against one replica at a request rate, count goodput (the
+Replay your own prompts (--prompts FILE; without it, a built-in sample of 200 chats and
+completions, and the report says so) against one replica at a request rate, count goodput (the
 share of requests that met every latency target: TTFT, TPOT and, when set, E2E, as
 `vllm bench serve` measures them on the client) and raise the rate until goodput
 falls under the required share: the last rate that held is the replica's capacity
@@ -37,6 +39,7 @@ Ctrl+C stops the sweep: the steps measured so far are reported and recorded.
 exit status: 0 done; 1 the target cannot be reached; 2 bad input (prompts file, plan, options, a target
 that is not an OpenAI-compatible server, no targets); 130 stopped by Ctrl+C (after the report).
 examples:
+  capcon bench --target http://10.0.0.5:8000 --plan plans/assistant-70b.yaml   # the built-in sample prompts
   capcon bench --target http://10.0.0.5:8000 --prompts prompts.jsonl --plan plans/assistant-70b.yaml
   capcon bench --target http://10.0.0.5:8000 --prompts prompts.jsonl --plan plan.yaml --write-plan
   capcon bench --target http://127.0.0.1:8000 --prompts p.jsonl --ttft 1.5 --tpot 0.04 --rate 3 --json"""
@@ -86,7 +89,12 @@ def add_parser(sub):
         help="`import FILE...`: read vllm bench serve --save-result JSON or GuideLLM reports instead of measuring",
     )
     parser.add_argument("--target", metavar="URL", help="the replica's base URL, e.g. http://10.0.0.5:8000")
-    parser.add_argument("--prompts", metavar="FILE", help="prompts to replay (JSONL or ShareGPT-style JSON)")
+    parser.add_argument(
+        "--prompts",
+        metavar="FILE",
+        help="prompts to replay (JSONL or ShareGPT-style JSON); default: a built-in sample of 200 chats and "
+        "completions, to try the command (a capacity to plan with is measured on your own)",
+    )
     parser.add_argument("--plan", metavar="PLAN", help="plan file: the workload's latency targets and burstiness")
     parser.add_argument("--workload", metavar="NAME", help="the plan's workload to take targets from")
     parser.add_argument("--model", help="model name to request (default: the first one /v1/models lists)")
@@ -180,15 +188,16 @@ async def discover_model(base_url: str, shown: str, wait_seconds: float = 10.0) 
 class ProgressLine:
     """Rate, requests done and goodput so far on stderr: one line redrawn on a terminal, plain lines otherwise."""
 
-    def __init__(self, stream=None) -> None:
+    def __init__(self, stream=None, places: int = 1) -> None:
         self.stream = stream or sys.stderr
+        self.places = places  # decimals of a goodput share: as many as the target's
         self.tty = self.stream.isatty()
         self._drawn = 0.0
         self._quarter = -1
 
     def __call__(self, rate: float, done: int, total: int, good: int) -> None:
         pace = f"{rate:,.2f} rps" if math.isfinite(rate) else "all at once"
-        text = f"  {pace}: {done:,}/{total:,} requests, goodput so far {good / done:.1%}"
+        text = f"  {pace}: {done:,}/{total:,} requests, goodput so far {share_down_text(good, done, self.places)}"
         if self.tty:
             now = time.monotonic()
             if now - self._drawn >= 0.2 or done == total:
@@ -206,7 +215,7 @@ class ProgressLine:
         f = step.figures
         verdict = "holds" if step.holds else "falls"
         pace = f"{f.rate:,.2f} rps" if math.isfinite(f.rate) else "all at once"
-        line = f"step {pace}: {f.sent:,} requests, goodput {f.goodput_share:.1%}: {verdict}"
+        line = f"step {pace}: {f.sent:,} requests, goodput {share_down_text(f.good, f.sent, self.places)}: {verdict}"
         self.stream.write(("\r\x1b[K" if self.tty else "") + line + "\n")
         self.stream.flush()
         self._quarter = -1
@@ -230,9 +239,23 @@ def _settings(args, plan_workload) -> dict:
     )
 
 
-def run(args) -> int:
-    from console.bench.prompts import load_prompts
+def _prompts(args):
+    """(requests, how the report names them): --prompts FILE, else the built-in sample, said on stderr."""
+    from console.bench.prompts import load_prompts, load_sample, sample_words
 
+    if args.prompts:
+        prompts = load_prompts(args.prompts)
+        return prompts, f"{printable(args.prompts)} ({len(prompts):,} prompts)"
+    prompts = load_sample()
+    print(
+        f"capcon bench: no --prompts: replaying the {sample_words(len(prompts))}; "
+        "give --prompts FILE to measure on your own",
+        file=sys.stderr,
+    )
+    return prompts, sample_words(len(prompts))
+
+
+def run(args) -> int:
     if args.words:
         if args.words[0] != "import":
             raise UserError(f"{args.words[0]!r}: unknown word; expected `capcon bench import FILE...` or options only")
@@ -241,8 +264,6 @@ def run(args) -> int:
         return _import(args, args.words[1:])
     if not args.target:
         raise UserError("--target URL is required; expected the replica's base URL, e.g. http://10.0.0.5:8000")
-    if not args.prompts:
-        raise UserError("--prompts FILE is required; expected a JSONL or ShareGPT-style JSON file of prompts")
     if args.throughput:
         return _throughput(args)
     plan, workload, targets = _targets(args)
@@ -250,12 +271,12 @@ def run(args) -> int:
     from console.redact import redact_url
 
     shown = printable(redact_url(base_url))
-    prompts = load_prompts(args.prompts)
+    prompts, prompts_text = _prompts(args)
     settings = _settings(args, workload)
     history = None
     if not args.no_history:
         history = _open_history(args)
-    report, interrupted = asyncio.run(_bench(args, base_url, shown, prompts, targets, settings))
+    report, interrupted = asyncio.run(_bench(args, base_url, shown, prompts, targets, settings, prompts_text))
     if history is not None:
         try:
             history.write_event(report.started_at, EVENT_KIND, plan.name if plan else shown, shown, report.as_dict())
@@ -275,7 +296,6 @@ def run(args) -> int:
 def _throughput(args) -> int:
     from console.bench.estimate import load_plan
     from console.bench.measure import BenchTargets
-    from console.bench.prompts import load_prompts
     from console.bench.report import ThroughputReport, render_throughput, summary
     from console.redact import redact_url
 
@@ -288,7 +308,7 @@ def _throughput(args) -> int:
     workload = _workload(plan, args.workload) if plan else None
     base_url = _base_url(args.target)
     shown = printable(redact_url(base_url))
-    prompts = load_prompts(args.prompts)
+    prompts, prompts_text = _prompts(args)
     settings = _settings(args, workload)
     history = _open_history(args) if not args.no_history else None
     # No target can be missed: every finished request is "good", so the step's share is its completed share.
@@ -297,7 +317,9 @@ def _throughput(args) -> int:
     steps, model, interrupted = asyncio.run(_measure(args, base_url, shown, prompts, targets, settings, math.inf))
     if not steps:
         raise UserError("--throughput: stopped before any request finished")
-    report = ThroughputReport(shown, model, summary(steps[0]), settings.max_concurrency, started, interrupted)
+    report = ThroughputReport(
+        shown, model, summary(steps[0]), settings.max_concurrency, started, interrupted, prompts_text
+    )
     if history is not None:
         try:
             history.write_event(started, THROUGHPUT_KIND, plan.name if plan else shown, shown, report.as_dict())
@@ -397,9 +419,15 @@ def capacity_note(report) -> str:
     day = time.strftime("%Y-%m-%d", time.gmtime(report.started_at))
     limit = report.diagnosis.limit if report.diagnosis else "not reached"
     t = report.targets
-    share = f", goodput {holding.goodput_share:.1%}" if holding.goodput_share is not None else ", p95s within targets"
+    share = (
+        f", goodput {share_down_text(holding.good, holding.sent, share_places(t.share))}"
+        if holding.good is not None
+        else ", p95s within targets"
+    )
+    # A capacity measured on the built-in sample says so where the plan keeps it.
+    sample = f" on the {report.prompts}" if report.prompts.startswith("built-in sample") else ""
     return (
-        f"measured {day} against {report.target}: {holding.sent} requests at {holding.rate:.4g} rps{share} "
+        f"measured {day} against {report.target}{sample}: {holding.sent} requests at {holding.rate:.4g} rps{share} "
         f"at TTFT <= {t.ttft:g} s, TPOT <= {t.tpot:g} s; limit: {limit}"
     )
 
@@ -426,7 +454,7 @@ async def _measure(args, base_url: str, shown: str, prompts, targets, settings, 
     client = SessionClient(base_url, model, timeout=args.timeout)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    progress = ProgressLine()
+    progress = ProgressLine(places=share_places(targets.share))
 
     def on_signal() -> None:
         if stop.is_set():
@@ -452,7 +480,7 @@ async def _measure(args, base_url: str, shown: str, prompts, targets, settings, 
     return steps, printable(model), stop.is_set()
 
 
-async def _bench(args, base_url: str, shown: str, prompts, targets, settings):
+async def _bench(args, base_url: str, shown: str, prompts, targets, settings, prompts_text: str = ""):
     from console.bench.report import BenchReport, summary
     from console.bench.sweep import Sweep
 
@@ -479,5 +507,6 @@ async def _bench(args, base_url: str, shown: str, prompts, targets, settings):
             "prompts": len(prompts),
             "fixed_rate": args.rate,
         },
+        prompts=prompts_text,
     )
     return report, interrupted

@@ -46,8 +46,11 @@ Summarise a recorded fleet per hour or per day: the busiest five-minute request 
 p95 TTFT and TPOT, peak KV usage, preemptions, flags raised, and load against the
 capacity the plan schedules for that hour (the plan recorded with the polls, read at
 the plan clock they recorded: a `demo --db` week is read at its simulated hours).
-Hours without data are shown as unknown (–), never as 0. Without --to the range ends
-at the last recorded poll (included); typed times are read against the real now.
+Hours without data are shown as unknown (–), never as 0. An hour or day the recording
+covers only in part (it started, stopped or broke off inside it, or the range cuts it)
+is marked `partial`: its figures are for the part recorded, from the first poll on.
+Without --to the range ends at the last recorded poll (included); typed times are read
+against the real now.
 
 With --plan FILE, compare the recorded week with that plan instead: each hour of the
 week (Monday first, on the plan's clock) observed against the plan's total rps
@@ -67,8 +70,8 @@ examples:
 a damaged history file (the error says so) is copied, as far as it can be read, with
   capcon history --db FILE --salvage NEW     then use --db NEW
 
-exit status: 0 shown (also "no samples from A to B"; --salvage: copied); 2 bad input: a time,
-a zone, a plan, an unknown fleet or a missing, unreadable or damaged history file.
+exit status: 0 shown (also "no samples from A to B", or nothing recorded yet; --salvage: copied);
+2 bad input: a time, a zone, a plan, an unknown fleet or a missing, unreadable or damaged history file.
 """
 
 
@@ -190,9 +193,10 @@ def hour_summaries(
     summaries = []
     for hour in hour_starts(start, end, zone):
         span_start, span_end = max(hour, start), min(hour + 3600.0, end)
-        series = minute_series(store, fleet, span_start - LEAD_IN_SECONDS, span_end)
+        # Each recorded stretch counts from its first poll: the requests of its first, partial minute are real.
+        series = minute_series(store, fleet, span_start - LEAD_IN_SECONDS, span_end, stretch_starts=True)
         plan = file_plan or plans.get(plan_id_in_force(store, fleet, span_start, span_end))
-        summary = summarise(series, span_start, span_end, flags)
+        summary = summarise(series, span_start, span_end, flags, period=(hour, hour + 3600.0))
         expected = _expected(store, fleet, plan, hour, span_start, span_end, summary) if plan is not None else None
         summaries.append(with_plan(summary, expected))
     return summaries
@@ -220,10 +224,11 @@ def day_summaries(hours: list[Summary], start: float, end: float, zone) -> list[
     grouped: list[list[Summary]] = [[] for _ in starts]
     for hour in hours:
         grouped[max(bisect_right(starts, hour.start) - 1, 0)].append(hour)
+    # The midnight after the last day (a day is 23 to 25 hours): a day the range cuts is partial.
+    ends = starts[1:] + day_starts(starts[-1], starts[-1] + 26 * 3600.0, zone)[1:2] if starts else []
     days = []
-    for i, day in enumerate(starts):
-        day_end = starts[i + 1] if i + 1 < len(starts) else end
-        days.append(combine(grouped[i], max(day, start), min(day_end, end)))
+    for day, day_end in zip(starts, ends):
+        days.append(combine(grouped[len(days)], max(day, start), min(day_end, end), period=(day, day_end)))
     return days
 
 
@@ -296,6 +301,10 @@ def run(args) -> int:
     store = open_history(args.db)
     try:
         with reading_errors(store.path):
+            if args.fleet is None and not store.fleets():
+                # A history nothing has been recorded into yet is empty, not bad input (as a range without samples).
+                _print_nothing_recorded(args, store.path, file_plan)
+                return 0
             reports, start, end, note, plans = _read(args, store, now, default_from, chosen_zone, file_plan, compare)
             modes = {} if compare else overflow_days(store, reports, start, end)
     finally:
@@ -365,6 +374,18 @@ def _salvage(args) -> int:
     return 0
 
 
+def _print_nothing_recorded(args, path, plan: Plan | None) -> None:
+    words = "no fleet recorded yet (`capcon watch --db` and `capcon record` write them)"
+    if args.json:
+        out = {"fleets": [], "notes": [f"{path}: {words}"]}
+        if plan is not None and args.by is None:
+            out.update(plan=plan.name, timezone=plan.timezone)
+        print(json_out.dumps(out, indent=2))
+        return
+    against = f"; nothing to compare with plan {plan.name}" if plan is not None and args.by is None else ""
+    print(f"{path}: {words}{against}")
+
+
 def _span_text(start: float, end: float, zone) -> str:
     """`A to B`, or `A on` for an empty range (a --from after the last recorded poll)."""
     if not end > start:
@@ -391,6 +412,9 @@ def _row_json(s: Summary, zone) -> dict:
         "end": iso_when(s.end, zone),
         "start_unix": s.start,
         "end_unix": s.end,
+        # The recording covers only part of the row's hour or day: its figures are for that part.
+        "partial": s.partial,
+        "recorded_seconds": s.recorded_seconds,
         "replicas": s.replicas,
         "busiest_rps": s.busiest_rps,
         "busiest_at": iso_when(s.busiest_at, zone) if s.busiest_at is not None else None,
@@ -463,6 +487,8 @@ def _print_summaries(args, by, start, end, reports, unreadable, note=None, modes
         print(_table(rows, zone, by))
         if any(r.busiest_is_short for r in rows):
             print(_short_legend(rows))
+        if any(r.partial for r in rows):
+            print(_partial_legend(by))
         if any(r.tpot_from == "itl" for r in rows):
             print("TPOT95 from the inter-token histogram where the servers have no per-request TPOT.")
         restarts = sum(r.restarts for r in rows)
@@ -484,6 +510,14 @@ def _short_legend(rows: list[Summary]) -> str:
     return f"* under five minutes recorded in that span: the rate over what was recorded\n  ({span}), not a busiest five minutes."
 
 
+def _partial_legend(by: str) -> str:
+    # Two lines of at most 80 columns, as the day table's.
+    return (
+        f"partial: only part of that {by} is recorded (the recording started, stopped or\n"
+        f"  broke off in it, or the range cuts it): its figures cover the recorded part."
+    )
+
+
 def _flags_text(s: Summary) -> str:
     if s.flags_raised is None:
         return fmt.UNKNOWN
@@ -498,7 +532,7 @@ def _table(rows: list[Summary], zone, by: str) -> str:
     lines = []
     for s in rows:
         cells = [
-            _label(s.start, zone, by),
+            _label(s.start, zone, by) + (" partial" if s.partial else ""),
             fmt.rate(s.busiest_rps) + ("*" if s.busiest_is_short else ""),
             fmt.seconds(s.ttft_p95_seconds),
             fmt.seconds(s.tpot_p95_seconds),

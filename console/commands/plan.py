@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from console.bench.estimate import SizeEstimate, estimate_comment, load_plan, sizes_compared
+from console.bench.estimate import estimate_comment, how_to_measure, load_plan
+from console.bench.sizes import FROM_CORRECTED, FROM_ESTIMATE, SizeComparison, sizes_compared
 from console.errors import UserError
 from console.plan import catalog
 from console.plan.keda import DAY_NAMES, reactive_shortfall, scaled_object, schedule_document
@@ -89,9 +90,11 @@ def add_parser(sub):
         "--sizes",
         action="store_true",
         help=(
-            "compare tensor-parallel sizes on the plan's simulated replica: each size whose weights fit, swept "
-            "offline as the capacity estimate is (rps per replica and per GPU, replicas and GPUs for the peak "
-            "with redundancy, $ per hour), and the cheapest; a few seconds per plan"
+            "compare tensor-parallel sizes: the plan's own size at the plan's capacity (as the report sizes it), "
+            "each other size whose weights fit swept offline on the plan's simulated replica and, when the plan's "
+            "capacity is measured or written by hand, scaled by it over the simulated rate at the plan's size "
+            "(rps per replica and per GPU, replicas and GPUs for the peak with redundancy, $ per hour, where each "
+            "figure comes from), and the cheapest; a few seconds per plan"
         ),
     )
     parser.add_argument(
@@ -182,8 +185,15 @@ def _report(path: str, with_schedule: bool, with_sizes: bool = False):
     text = render(sizing, week, path)
     if with_sizes:
         compared = sizes_compared(plan)
-        figures["sizes"] = [asdict(one) for one in compared]
-        text += sizes_text(compared, sizing)
+        figures["sizes"] = [asdict(one) for one in compared.sizes]
+        figures["sizes_correction"] = {
+            "plan_tensor_parallel": compared.plan_tensor_parallel,
+            "plan_rps_per_replica": compared.plan_rps_per_replica,
+            "capacity_from": compared.capacity_from,
+            "simulated_rps_per_replica_at_plan_size": compared.simulated_at_plan_size,
+            "factor": compared.correction,
+        }
+        text += sizes_text(compared, sizing, plan)
     if week is not None:
         shortfall = reactive_shortfall(week)
         figures["reactive_shortfall"] = {
@@ -196,33 +206,49 @@ def _report(path: str, with_schedule: bool, with_sizes: bool = False):
     return path, sizing, figures, text
 
 
-def sizes_text(compared: list[SizeEstimate], sizing) -> str:
-    """The --sizes table, and which size is the cheapest for the peak."""
+# A correction further from 1 than this says the plan's capacity and its simulated replica disagree.
+FAR_CORRECTION = 2.0
+
+
+def sizes_text(compared: SizeComparison, sizing, plan) -> str:
+    """The --sizes table, where each row's capacity comes from, and which size is the cheapest for the peak."""
+    own_tp, factor = compared.plan_tensor_parallel, compared.correction
+    if compared.capacity_from == FROM_ESTIMATE:
+        heading = (
+            f"Tensor-parallel sizes on the plan's simulated replica (estimates, at the peak of {sizing.peak_rps:.2f} "
+            f"rps with N+{sizing.redundancy}; TP {own_tp} is the report's estimate)"
+        )
+    else:
+        heading = (
+            f"Tensor-parallel sizes at the peak of {sizing.peak_rps:.2f} rps with N+{sizing.redundancy}: TP {own_tp} "
+            f"at the plan's capacity (as the report), the others on the plan's simulated replica"
+        )
     lines = [
         "",
-        f"Tensor-parallel sizes on the plan's simulated replica (estimates, at the peak of {sizing.peak_rps:.2f} rps "
-        f"with N+{sizing.redundancy})",
-        f"  {'TP':>2}  {'rps/replica':>12}  {'rps/GPU':>8}  {'replicas':>8}  {'GPUs':>5}  {'cost/h':>9}",
+        heading,
+        f"  {'TP':>2}  {'rps/replica':>12}  {'rps/GPU':>8}  {'replicas':>8}  {'GPUs':>5}  {'cost/h':>9}  from",
     ]
-    for one in compared:
+    for one in compared.sizes:
         if one.replicas is None or one.gpus is None or one.cost_per_hour is None:
             why = "not estimated: past the simulation budget" if one.over_budget else "no rate meets the targets"
             lines.append(f"  {one.tensor_parallel:>2}  {why}")
             continue
-        if one.covers_peak:
+        if one.covers_peak and one.tensor_parallel != own_tp:
             rps, per_gpu = "the peak", f">={sizing.peak_rps / one.tensor_parallel:.2f}"
         else:
             assert one.rps_per_replica is not None  # for mypy: swept, not covering
             rps, per_gpu = f"{one.rps_per_replica:.2f}", f"{one.rps_per_replica / one.tensor_parallel:.2f}"
-        mark = "  <- this plan's" if one.tensor_parallel == sizing.gpus_per_replica else ""
+        source = f"simulated x{factor:.3g}" if one.capacity_from == FROM_CORRECTED else one.capacity_from
+        mark = "  <- this plan's" if one.tensor_parallel == own_tp else ""
         lines.append(
             f"  {one.tensor_parallel:>2}  {rps:>12}  {per_gpu:>8}  {one.replicas:>8}  {one.gpus:>5}  "
-            f"{'$' + format(one.cost_per_hour, ',.2f'):>9}{mark}"
+            f"{'$' + format(one.cost_per_hour, ',.2f'):>9}  {source}{mark}"
         )
-    priced = [one for one in compared if one.cost_per_hour is not None]
+    lines += _correction_words(compared, plan)
+    priced = [one for one in compared.sizes if one.cost_per_hour is not None]
     if priced:
         best = min(priced, key=lambda one: (one.cost_per_hour, one.tensor_parallel))
-        own = next((one for one in priced if one.tensor_parallel == sizing.gpus_per_replica), None)
+        own = next((one for one in priced if one.tensor_parallel == own_tp), None)
         if own is not None and best.cost_per_hour is not None and own.cost_per_hour is not None:
             if best.tensor_parallel == own.tensor_parallel or best.cost_per_hour >= own.cost_per_hour:
                 lines.append(f"This plan's size, TP {own.tensor_parallel}, is the cheapest for the peak.")
@@ -233,6 +259,29 @@ def sizes_text(compared: list[SizeEstimate], sizing) -> str:
                     f"(replica.tensor_parallel: {best.tensor_parallel}); measure both before you switch."
                 )
     return "\n".join(lines) + "\n"
+
+
+def _correction_words(compared: SizeComparison, plan) -> list[str]:
+    """How the other sizes were brought to the plan's capacity, or why they were not."""
+    if compared.capacity_from == FROM_ESTIMATE:
+        return []
+    own_tp, factor, simulated = compared.plan_tensor_parallel, compared.correction, compared.simulated_at_plan_size
+    if factor is None or simulated is None:
+        return [
+            f"Not corrected: the simulated replica meets the targets at no rate it could sweep at TP {own_tp}, so "
+            "the other sizes are its own estimates, not on the scale of the plan's capacity."
+        ]
+    lines = [
+        f"Correction x{factor:.3g}: the plan's {compared.plan_rps_per_replica:.2f} rps per replica at TP {own_tp} "
+        f"({compared.capacity_from}) over the simulated replica's {simulated:.2f} rps there; each other size's "
+        "simulated rate is scaled by it (actual over expected, as NVIDIA Dynamo's planner corrects its estimates)."
+    ]
+    if not 1 / FAR_CORRECTION <= factor <= FAR_CORRECTION:
+        lines.append(
+            f"The plan's capacity and its simulated replica differ {max(factor, 1 / factor):.1f}-fold: one of them is "
+            f"off; measure the replica ({how_to_measure(plan)})."
+        )
+    return lines
 
 
 def _reactive_words(shortfall, lead_time_seconds: float) -> str:

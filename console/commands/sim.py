@@ -183,6 +183,8 @@ def _status_line(status: dict) -> str:
         f"[{i}] {'up' if r['up'] else 'DOWN'} run {r['running']} wait {r['waiting']} kv {r['kv_usage']:.0%}"
         for i, r in enumerate(status["replicas"])
     )
+    if status.get("traffic") == "off":  # the plan's profile is not running: nothing is offered
+        return f"traffic off: 0 rps offered  {replicas}"
     spike = f" x{status['spike']:g}" if status["spike"] != 1.0 else ""
     dropped = f" ({status['dropped']:,} over the simulator's pace dropped)" if status.get("dropped") else ""
     return f"{status['week_time']}  offered {status['offered_rps']:.1f} rps{spike}{dropped}  {replicas}"
@@ -247,6 +249,7 @@ async def _run_until_stopped(fleet, stop: asyncio.Event, args, plan, replicas: i
         print(
             f"simulated fleet of plan {plan.name!r}: {replicas} replica(s) of {plan.model.name} "
             f"on {fleet.shape.tensor_parallel} x {plan.gpu.name}, traffic {args.traffic}"
+            + (" (it offers nothing: drive it with your own load)" if args.traffic == "off" else "")
         )
         print("targets (each serves /metrics and the OpenAI API):")
         for url in fleet.urls:

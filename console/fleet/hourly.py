@@ -10,7 +10,10 @@ with the minute's peaks of running, waiting and KV usage), oldest first. A span
 * p95 TTFT and TPOT from the bucket increases over the span merged across replicas
   (TPOT falls back to the inter-token histogram when a server has no per-request one,
   as the console does);
-* max KV usage, preemptions (counter increase), restarts, raised flags by kind.
+* max KV usage, preemptions (counter increase), restarts, raised flags by kind;
+* the seconds of the row's whole period (its hour, or its day) the recording covers, and
+  whether that is the whole period: a row whose recording started, stopped or broke off
+  inside it is `partial`, and its figures are for the part recorded.
 
 Counter and bucket increases follow Prometheus' `increase`: a counter that went down
 (or a new process start time) means the process restarted, and the increase across
@@ -28,6 +31,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, time, timedelta, tzinfo
+from itertools import pairwise
 
 from console.metrics.vllm import Histogram, ReplicaSample, restarted
 from console.metrics.window import BucketDelta, delta_quantile, histogram_delta, merge_deltas
@@ -39,6 +43,8 @@ HOUR = 3600.0
 BUSY_WINDOW_SECONDS = 300.0  # the plan's unit of load: the busiest five minutes of an hour
 MAX_GAP_SECONDS = 900.0  # a longer step between two points is a recording gap, not a window
 MERGED_HISTOGRAMS = ("ttft", "tpot", "itl", "prompt_length", "output_length")
+# A whole hour's recording ends on the last sample of its last minute, up to a minute before the hour does.
+TAIL_ALLOWANCE_SECONDS = MINUTE
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,8 @@ class Summary:
     deltas: Mapping[str, BucketDelta] = field(default_factory=dict, repr=False)  # merged, for days
     # Seconds `busiest_rps` covers: five minutes, or less when the span never held five recorded minutes.
     busiest_seconds: float | None = None
+    recorded_seconds: float | None = None  # of the row's period, covered by recorded steps (None without data)
+    partial: bool = False  # the recording covers only part of the row's period (its figures: that part)
 
     @property
     def busiest_is_short(self) -> bool:
@@ -293,6 +301,40 @@ def _recorded_rate(
     return (total, newest, covered) if known else (None, None, None)
 
 
+# --- coverage ----------------------------------------------------------------
+
+
+def _recorded_steps(series: Mapping[str, Sequence[MinutePoint]], start: float, end: float) -> list[tuple[float, float]]:
+    """The steps between a replica's neighbouring points (no longer than a gap) clipped to [start, end), merged."""
+    steps = []
+    for points in series.values():
+        for older, newer in pairwise(points):
+            if not 0 < newer.at - older.at <= MAX_GAP_SECONDS or newer.at <= start or older.at >= end:
+                continue
+            steps.append((max(older.at, start), min(newer.at, end)))
+    merged: list[tuple[float, float]] = []
+    for a, b in sorted(steps):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def _coverage(steps: Sequence[tuple[float, float]], period_start: float, period_end: float) -> tuple[float, bool]:
+    """(seconds covered, partial) of a row's period by merged recorded steps inside it.
+
+    The period is whole when the steps cover it from its start, without a hole, to within a
+    minute of its end (the last per-minute point of a whole hour falls in its last minute).
+    """
+    covered = sum(b - a for a, b in steps)
+    if not steps:
+        return covered, True
+    holes = steps[0][0] - period_start + sum(b[0] - a[1] for a, b in pairwise(steps))
+    tail = period_end - steps[-1][1]
+    return covered, holes > 0 or tail > TAIL_ALLOWANCE_SECONDS
+
+
 # --- summaries ---------------------------------------------------------------
 
 
@@ -302,8 +344,13 @@ def summarise(
     end: float,
     flags: Iterable[tuple[float, str]] = (),
     plan: PlanHour | None = None,
+    period: tuple[float, float] | None = None,
 ) -> Summary:
-    """One span (usually an hour) of a fleet. `series` may start up to six minutes before `start` (the lead-in)."""
+    """One span (usually an hour) of a fleet. `series` may start up to six minutes before `start` (the lead-in).
+
+    `period` is the whole row the span belongs to (its hour, when the range cuts it): a span
+    that is not the whole period, or not wholly recorded, is partial.
+    """
     replicas = restarts = 0
     kv_max: float | None = None
     preemptions: float | None = None
@@ -339,6 +386,11 @@ def summarise(
     for at, kind in flags:
         if start <= at < end:
             raised[kind] = raised.get(kind, 0) + 1
+    recorded: float | None = None
+    partial = False
+    if replicas:
+        period_start, period_end = period if period is not None else (start, end)
+        recorded, partial = _coverage(_recorded_steps(series, start, end), period_start, period_end)
     return _summary(
         start,
         end,
@@ -353,6 +405,8 @@ def summarise(
         merged,
         plan,
         busiest_seconds=busiest_seconds,
+        recorded_seconds=recorded,
+        partial=partial,
     )
 
 
@@ -379,6 +433,8 @@ def _summary(
     plan: PlanHour | None,
     load: float | None = None,
     busiest_seconds: float | None = None,
+    recorded_seconds: float | None = None,
+    partial: bool = False,
 ) -> Summary:
     tpot = delta_quantile(0.95, merged.get("tpot"))
     tpot_from = "tpot" if tpot is not None else None
@@ -407,6 +463,8 @@ def _summary(
         load=load,
         deltas=merged,
         busiest_seconds=busiest_seconds,
+        recorded_seconds=recorded_seconds,
+        partial=partial,
     )
 
 
@@ -416,9 +474,16 @@ def _mean(delta: BucketDelta | None) -> float | None:
     return delta.sum / delta.count
 
 
-def combine(hours: Sequence[Summary], start: float, end: float) -> Summary:
-    """A day (or any run of spans) from its hours: peaks are the hours' peaks, p95s from the merged buckets."""
+def combine(hours: Sequence[Summary], start: float, end: float, period: tuple[float, float] | None = None) -> Summary:
+    """A day (or any run of spans) from its hours: peaks are the hours' peaks, p95s from the merged buckets.
+
+    It is partial when the range cuts its `period` (the whole day), or an hour of it is partial or unrecorded.
+    """
     known = [h for h in hours if h.has_data]
+    period_start, period_end = period if period is not None else (start, end)
+    partial = bool(known) and (
+        start > period_start or end < period_end or any(h.partial or not h.has_data for h in hours)
+    )
 
     def peak(values: Iterable[float | None]) -> float | None:
         found = [v for v in values if v is not None]
@@ -458,4 +523,6 @@ def combine(hours: Sequence[Summary], start: float, end: float) -> Summary:
         plan=None,
         load=peak(h.load for h in known),
         busiest_seconds=busiest_hour.busiest_seconds if busiest_hour else None,
+        recorded_seconds=total(h.recorded_seconds for h in known),
+        partial=partial,
     )

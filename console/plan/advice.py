@@ -146,7 +146,7 @@ def _capacity(s: Sizing) -> list[str]:
     ):
         return []
     return [
-        f"measured capacity looks optimistic: {units.rps(s.rps_per_replica_measured)} per replica "
+        f"{s.capacity_origin} capacity looks optimistic: {units.rps(s.rps_per_replica_measured)} per replica "
         f"({s.capacity_source}) against the roofline's {units.rps(s.expected_rps_at_tpot_target)} at targets and "
-        f"expected efficiency; re-measure goodput on real prompts"
+        f"expected efficiency; {'re-measure' if s.capacity_origin == 'measured' else 'measure'} goodput on real prompts"
     ]

@@ -144,7 +144,9 @@ def _header(s: Sizing, source: str) -> list[str]:
 def _capacity(s: Sizing) -> list[str]:
     rps = units.rps(s.rps_per_replica_measured)
     if not s.capacity_estimated:
-        return [f"  capacity  {rps} per replica at the goodput target ({s.capacity_source})"]
+        return [
+            f"  capacity  {rps} per replica at the goodput target, {s.capacity_origin} (source: {s.capacity_source})"
+        ]
     note = textwrap.wrap(
         f"{s.capacity_note}. Every figure marked ~ (replicas, cost, the schedule) and the per-replica load rest on it.",
         width=_NOTE_WIDTH,
@@ -272,7 +274,7 @@ def _peak(s: Sizing) -> list[str]:
             "rps at TPOT target",
             units.rps(s.rps_at_tpot_target),
             units.rps(s.expected_rps_at_tpot_target),
-            "decode roofline only; prefill and queueing lower it, the measured capacity decides",
+            "decode roofline only; prefill and queueing lower it, the plan's capacity decides",
         ),
         _pair(
             "prefill load",
@@ -302,8 +304,7 @@ def _fleet(s: Sizing) -> list[str]:
         _row(
             "replicas for the peak",
             _approx(s, str(s.replicas_for_peak)),
-            f"ceil({units.rps(s.peak_rps)} / {units.rps(s.rps_per_replica_measured)} per replica, "
-            f"{'estimated' if s.capacity_estimated else 'measured'})",
+            f"ceil({units.rps(s.peak_rps)} / {units.rps(s.rps_per_replica_measured)} per replica, {s.capacity_origin})",
         ),
         _row("with redundancy", _approx(s, str(s.replicas_with_redundancy)), f"+ {s.redundancy} (N+{s.redundancy})"),
         _row(

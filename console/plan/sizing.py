@@ -254,6 +254,17 @@ class Sizing:
     weights_fit: bool
     warnings: tuple[str, ...]
 
+    @property
+    def capacity_origin(self) -> str:
+        """Where the plan's capacity comes from, in one word wherever the report names it.
+
+        A benchmark's figure is measured, whatever it ran against (`source: simulated` is `capcon bench`
+        against the simulator); `source: manual` was written by hand; no capacity at all is estimated.
+        """
+        if self.capacity_estimated:
+            return "estimated"
+        return "hand-written" if self.capacity_source == "manual" else "measured"
+
 
 def weight_bytes(plan: Plan) -> float:
     return plan.model.parameters * catalog.WEIGHT_BYTES_PER_PARAMETER[plan.model.weight_precision]

@@ -194,9 +194,14 @@ class SimFleet:
                 await replica.clear_fault(kind)
 
     def status(self) -> dict:
-        """What the fleet is doing now, for a status line: profile time, offered rate, replicas."""
-        traffic = self.traffic
+        """What the fleet is doing now, for a status line: profile time, offered rate, replicas.
+
+        With no traffic running (mode "off": another load generator drives the fleet) it offers
+        nothing, whatever rate the plan's profile has at this moment.
+        """
+        traffic = self.traffic if self._traffic_task is not None else None
         return {
+            "traffic": self.mode if traffic is not None else "off",
             "week_time": week_label(traffic.week_seconds()) if traffic else "",
             "offered_rps": traffic.total_rate() if traffic else 0.0,
             "spike": traffic.spike_factor(traffic.now()) if traffic else 1.0,

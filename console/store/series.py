@@ -6,6 +6,12 @@ one row per replica-minute is decoded); the `minutes` rollup table holds the sam
 for spans whose raw samples retention has already folded away. Both are merged
 (raw wins where both hold a minute) and ordered by sample time.
 
+A minute's last sample leaves out the requests served between a recording's first poll
+and the end of its first minute: `stretch_starts=True` adds each replica's first sample
+of a minute that follows no recorded minute (a recording's start, or its restart after a
+gap), so a run counts from its first poll. A 150 s recording started during an incident
+had dropped three quarters of its requests, the slow ones.
+
     series = minute_series(store, "chat", start, end)   # {replica url: [MinutePoint, ...]}
 """
 
@@ -24,8 +30,8 @@ def _finite_max(column: str) -> str:
     return f"max(CASE WHEN abs({column}) < 9e999 THEN {column} END)"
 
 
-def _queries(columns: tuple[str, ...]) -> tuple[str, str]:
-    """The raw-sample and rollup queries for a file's sample columns (a version-2 file has fewer)."""
+def _queries(columns: tuple[str, ...]) -> tuple[str, str, str]:
+    """The raw-sample, rollup and stretch-start queries for a file's sample columns (a version-2 file has fewer)."""
     found = _QUERIES.get(columns)
     if found is None:
         s_columns = ", ".join(f"s.{c}" for c in columns)
@@ -51,25 +57,52 @@ SELECT m.replica_id, CAST(m.minute / 60 AS INTEGER), m.running_max, m.waiting_ma
 FROM minutes m
 WHERE m.fleet_id = ? AND m.minute >= ? AND m.minute < ? AND m.sampled_at IS NOT NULL
 """
-        found = _QUERIES[columns] = (raw, rollup)
+        # The first poll of each replica-minute that follows no recorded minute of that replica, when the
+        # minute holds later polls too (else its last sample is that first one).
+        starts = f"""
+WITH per_minute AS (
+    SELECT s.replica_id AS replica_id, CAST(p.at / 60 AS INTEGER) AS minute, min(p.at) AS first_at,
+           max(p.at) AS last_at
+    FROM polls p JOIN samples s ON s.poll_id = p.id
+    WHERE p.fleet_id = ? AND p.at >= ? AND p.at < ? AND s.sampled_at IS NOT NULL
+    GROUP BY s.replica_id, minute
+), stretch AS (
+    SELECT replica_id, minute, first_at, last_at,
+           lag(minute) OVER (PARTITION BY replica_id ORDER BY minute) AS previous
+    FROM per_minute
+)
+SELECT stretch.replica_id, stretch.minute, {s_columns}
+FROM stretch
+JOIN polls p ON p.fleet_id = ? AND p.at = stretch.first_at
+JOIN samples s ON s.poll_id = p.id AND s.replica_id = stretch.replica_id
+WHERE (stretch.previous IS NULL OR stretch.previous < stretch.minute - 1)
+  AND stretch.first_at < stretch.last_at AND s.sampled_at IS NOT NULL
+"""
+        found = _QUERIES[columns] = (raw, rollup, starts)
     return found
 
 
-_QUERIES: dict[tuple[str, ...], tuple[str, str]] = {}
+_QUERIES: dict[tuple[str, ...], tuple[str, str, str]] = {}
 
 
 def replica_urls(store: Store, fleet_id: int) -> dict[int, str]:
     return dict(store.connection.execute("SELECT id, url FROM replicas WHERE fleet_id = ?", (fleet_id,)).fetchall())
 
 
-def minute_series(store: Store, fleet: str, start: float, end: float) -> dict[str, list[MinutePoint]]:
-    """Per replica (by URL), one point per minute whose poll falls in [start, end), oldest first."""
+def minute_series(
+    store: Store, fleet: str, start: float, end: float, stretch_starts: bool = False
+) -> dict[str, list[MinutePoint]]:
+    """Per replica (by URL), one point per minute whose poll falls in [start, end), oldest first.
+
+    With `stretch_starts`, also the first sample of each minute that follows no recorded minute
+    of its replica (without the minute's peaks: those stay on the minute's last sample).
+    """
     fleet_id = store.fleet_id(fleet)
     if fleet_id is None:
         return {}
     found: dict[tuple[int, int], MinutePoint] = {}
     columns = getattr(store, "read_columns", SAMPLE_READ_COLUMNS)
-    raw, rollup = _queries(columns)
+    raw, rollup, starts = _queries(columns)
     # Rollups first, so the raw samples of the same minute replace them.
     for query, params in ((rollup, (fleet_id, start, end)), (raw, (fleet_id, start, end, fleet_id))):
         for replica_id, minute, running_max, waiting_max, kv_usage_max, *values in store.connection.execute(
@@ -79,9 +112,14 @@ def minute_series(store: Store, fleet: str, start: float, end: float) -> dict[st
             found[(replica_id, minute)] = MinutePoint(
                 sample, finite(running_max), finite(waiting_max), finite(kv_usage_max)
             )
+    entries = list(found.items())
+    if stretch_starts:
+        for replica_id, minute, *values in store.connection.execute(starts, (fleet_id, start, end, fleet_id)):
+            sample = sample_from_columns(dict(zip(columns, values)), store.bounds, store.shape)
+            entries.append(((replica_id, minute), MinutePoint(sample)))
     urls = replica_urls(store, fleet_id)
     series: dict[str, list[MinutePoint]] = {}
-    for (replica_id, _), point in found.items():
+    for (replica_id, _), point in entries:
         series.setdefault(urls.get(replica_id, str(replica_id)), []).append(point)
     for points in series.values():
         points.sort(key=lambda p: p.at)

@@ -99,3 +99,21 @@ def test_missing_plan_is_a_one_line_error(tmp_path):
     )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and "none.yaml" in result.stderr
+
+
+@pytest.mark.skipif(not PLAN.exists(), reason=f"{PLAN.name} not in plans/")
+def test_with_traffic_off_the_status_line_offers_nothing():
+    """`--traffic off` once printed `offered 1.9 rps`: the plan's rate at that hour, which nothing sent."""
+    process, _, lines = _start(str(PLAN), "--replicas", "1", "--traffic", "off", "--status-every", "0.1")
+    try:
+        deadline = time.monotonic() + 20
+        while sum(line.startswith("traffic off") for line in lines) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=20) == 0
+        process.reader.join(timeout=10)
+    assert "traffic off (it offers nothing: drive it with your own load)" in lines[0]
+    status = [line for line in lines if "[0]" in line]
+    assert len(status) >= 2 and all(line.startswith("traffic off: 0 rps offered  [0] up") for line in status)
+    assert not any(re.search(r"offered [1-9]", line) for line in lines)

@@ -129,9 +129,9 @@ def test_the_week_against_the_plan_suggests_a_profile_that_pastes_back(history, 
     assert math.isclose(monday_nine["observed_rps"], 530 / 300)
     assert monday_nine["planned_rps"] == 18
     assert fleet["hours"][10]["observed_rps"] is None
-    # Prompts: a sends 1,000-token prompts, b 3,000; weighted by the requests each served. Per-minute points are
-    # the last poll of each minute, so each recorded stretch counts from its first minute's :30 poll: 2 x 118 polls.
-    counted_polls = 2 * (120 - 2)
+    # Prompts: a sends 1,000-token prompts, b 3,000; weighted by the requests each served. Each recorded stretch
+    # counts from its first poll (what was served before it is not in the recording): 2 x 119 polls.
+    counted_polls = 2 * (120 - 1)
     a_requests, b_requests = 2 * counted_polls + 10 * BURST_PER_POLL, counted_polls
     expected_input = (a_requests * 1000 + b_requests * 3000) / (a_requests + b_requests)
     assert math.isclose(fleet["observed_input_mean"], expected_input, rel_tol=1e-9)
@@ -200,7 +200,7 @@ def test_a_recording_shorter_than_five_minutes_is_marked_and_not_fitted_to_the_p
         capsys, "--db", str(path), "--from", "2026-11-23T09:00+01:00", "--to", "2026-11-23T10:00+01:00"
     )
     assert code == 0, err
-    assert re.search(r"Mon 11-23 09:00\s+0\.10\*", out), out
+    assert re.search(r"Mon 11-23 09:00 partial\s+0\.10\*", out), out
     assert "under five minutes recorded" in out
     code, out, err = run(
         capsys, "--db", str(path), "--plan", PLAN, "--from", "2026-11-23T00:00+01:00", "--to", "2026-11-24T00:00+01:00"
@@ -233,14 +233,14 @@ def test_a_90_second_recording_shows_its_rate_marked_short_with_a_legend(tmp_pat
     )
     code, text, err = run(capsys, "--db", str(path))
     assert code == 0, err
-    assert re.search(r"^Mon 11-23 09:00\s+0\.50\*\s", text, re.M), text
+    assert re.search(r"^Mon 11-23 09:00 partial\s+0\.50\*\s", text, re.M), text
     seconds = f"{row['busiest_seconds']:.0f} s"
     assert (
         f"* under five minutes recorded in that span: the rate over what was recorded\n  ({seconds}), not a busiest five minutes."
         in text
     )
     code, day, _ = run(capsys, "--db", str(path), "--by", "day")
-    assert re.search(r"^Mon 11-23\s+0\.50\*\s", day, re.M) and all(len(line) <= 80 for line in day.splitlines())
+    assert re.search(r"^Mon 11-23 partial\s+0\.50\*\s", day, re.M) and all(len(line) <= 80 for line in day.splitlines())
 
 
 # --- the end of the default range, typed times out of range, the recorded plan clock -------------
@@ -259,8 +259,8 @@ def test_without_to_the_last_recorded_poll_is_counted(history, capsys):
     )
     assert code == 0, err
     explicit = rows_of(out)
-    # Per-minute points from 11:00:30 to 11:59:30 (the last poll of each minute): 118 polls of 3 requests, the last included.
-    assert default[-1]["requests"] == explicit[-1]["requests"] == 118 * 3
+    # From the stretch's first poll at 11:00:00 to 11:59:30: 119 polls of 3 requests, the last included.
+    assert default[-1]["requests"] == explicit[-1]["requests"] == 119 * 3
     assert sum(r["requests"] or 0 for r in default) == sum(r["requests"] or 0 for r in explicit)
 
 
@@ -319,8 +319,8 @@ def test_a_relative_from_counts_back_from_now_not_from_the_last_poll(recent, cap
     assert out.startswith("fleet chat: no samples from ") and " on (" in out and "; recorded from " in out
     code, out, err = run(capsys, "--db", recent, "--from", "-4h", "--json")
     assert code == 0, err
-    # Per-minute points run from the first minute's :30 poll to the last poll: 119 polls of 2 requests.
-    assert sum(r["requests"] or 0 for r in rows_of(out)) == 119 * 2
+    # From the first poll to the last: 120 polls of 2 requests (the first poll's own were served before it).
+    assert sum(r["requests"] or 0 for r in rows_of(out)) == 120 * 2
 
 
 def test_a_from_after_the_last_poll_without_to_is_an_empty_range_not_an_error(recent, capsys):
@@ -391,3 +391,63 @@ def test_load_and_capacity_are_read_at_the_recorded_plan_clock(tmp_path, capsys)
     assert capacity != capacity_at(plan, 0, 3)[1]  # the wall clock's hour would plan otherwise
     assert row["planned_capacity_rps"] == capacity and row["planned_replicas"] == replicas
     assert math.isclose(row["load"], row["busiest_rps"] / capacity)
+
+
+# --- a recording's first, partial minute -------------------------------------------------------
+
+
+def test_a_recording_started_mid_minute_counts_its_first_partial_minute_and_is_marked_partial(tmp_path, capsys):
+    """A 150 s recording started during an incident: the slow requests of its first 45 s are real.
+
+    Each minute's last poll alone counted from 09:05:59: the row showed the calm minutes' TTFT
+    beside a raised slo_breach_ttft flag, three quarters of the requests left out.
+    """
+    path = tmp_path / "incident.sqlite"
+    store = Store.open(path)
+    replica = FakeReplica()
+    begin = NINE + 5 * 60 + 15  # 09:05:15
+    for i in range(76):  # 150 s at 2 s
+        at = begin + 2 * i
+        slow = at < NINE + 6 * 60
+        replica.serve(9 if slow else 1, ttft=2.0 if slow else 0.3)
+        record(
+            store, at, {"a": replica.sample(at)}, plan=load_plan(PLAN), raised=("slo_breach_ttft",) if i == 3 else ()
+        )
+    store.close()
+    code, out, err = run(capsys, "--db", str(path), "--json")
+    assert code == 0, err
+    (row,) = rows_of(out)
+    # 23 polls before 09:06 (9 slow requests each), 53 after (1 each); the first poll's were served before it.
+    assert row["requests"] == 22 * 9 + 53
+    assert row["ttft_p95_seconds"] > load_plan(PLAN).workloads[0].targets.ttft_p95_seconds  # beside its flag
+    assert row["flags_by_kind"] == {"slo_breach_ttft": 1}
+    assert row["partial"] is True and row["recorded_seconds"] == 150
+    code, text, err = run(capsys, "--db", str(path))
+    assert code == 0, err
+    assert re.search(r"^Mon 11-23 09:00 partial\s", text, re.M), text
+    assert "partial: only part of that hour is recorded" in text
+    code, day, err = run(capsys, "--db", str(path), "--by", "day", "--json")
+    assert code == 0, err
+    (row,) = rows_of(day)
+    assert row["partial"] is True and row["requests"] == 22 * 9 + 53
+
+
+def test_wholly_recorded_hours_are_not_partial_and_a_cut_or_part_day_is(history, capsys):
+    span = ("--from", "2026-11-23T09:00+01:00", "--to", "2026-11-23T12:00+01:00")
+    code, out, err = run(capsys, "--db", history, *span, "--json")
+    assert code == 0, err
+    nine, ten, eleven = rows_of(out)
+    # Polls every 30 s from 09:00:00: the last falls at 09:59:30, within the hour's last minute.
+    assert nine["partial"] is False and math.isclose(nine["recorded_seconds"], 3570)
+    assert ten["partial"] is False and ten["recorded_seconds"] is None  # nothing recorded: unknown, not partial
+    assert eleven["partial"] is False
+    code, out, err = run(
+        capsys, "--db", history, "--from", "2026-11-23T09:30+01:00", "--to", "2026-11-23T10:00+01:00", "--json"
+    )
+    assert code == 0, err
+    (cut,) = rows_of(out)
+    assert cut["partial"] is True and math.isclose(cut["recorded_seconds"], 1770)
+    code, out, err = run(capsys, "--db", history, *span, "--by", "day")
+    assert code == 0, err
+    assert re.search(r"^Mon 11-23 partial\s", out, re.M) and "partial: only part of that day is recorded" in out
+    assert all(len(line) <= 80 for line in out.splitlines())
