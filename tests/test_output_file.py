@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -79,3 +81,73 @@ def test_a_folder_is_refused_in_one_line(tmp_path):
     with pytest.raises(UserError) as refused:
         refuse_output(str(tmp_path), tmp_path / "history.sqlite", "a rule file")
     assert "is a folder; expected a file path" in str(refused.value) and "\n" not in str(refused.value)
+
+
+# --- every verb that writes a file, as a user runs it -----------------------------------------------------------
+
+PLAN = Path(__file__).resolve().parents[1] / "plans" / "chat-8b-l40s.yaml"
+
+
+def capcon(*argv: str, data_home: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "console", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+        env={**os.environ, "XDG_DATA_HOME": str(data_home)},
+        check=False,
+    )
+
+
+def test_rules_onto_a_device_a_fifo_and_a_folder(tmp_path):
+    device = null_device(tmp_path)
+    done = capcon("rules", str(PLAN), "--output", str(device), data_home=tmp_path / "data")
+    assert done.returncode == 0, done.stderr
+    assert stat.S_ISCHR(device.stat().st_mode) and device.stat().st_rdev == NULL_DEVICE
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    done = capcon("rules", str(PLAN), "--output", str(fifo), data_home=tmp_path / "data")
+    reader.join(30)
+    assert done.returncode == 0, done.stderr
+    assert got and got[0].startswith("# Prometheus rules for plan") and stat.S_ISFIFO(fifo.stat().st_mode)
+
+    done = capcon("rules", str(PLAN), "--output", str(tmp_path), data_home=tmp_path / "data")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "is a folder; expected a file path" in done.stderr
+
+
+def test_rules_refuses_the_default_history_file_and_writes_stdout_for_a_dash(tmp_path):
+    data = tmp_path / "data"
+    history = data / "capcon" / "history.sqlite"
+    history.parent.mkdir(parents=True)
+    history.write_bytes(b"SQLite format 3\x00" + bytes(100))
+    before = history.read_bytes()
+    done = capcon("rules", str(PLAN), "--output", str(history), data_home=data)
+    assert done.returncode == 2 and "the history file" in done.stderr
+    assert history.read_bytes() == before
+    done = capcon("rules", str(PLAN), "--output", "-", data_home=data)
+    assert done.returncode == 0 and done.stdout.startswith("# Prometheus rules for plan")
+    assert not (Path(__file__).resolve().parents[1] / "-").exists()
+
+
+def test_export_onto_a_device_keeps_the_device(tmp_path):
+    device = null_device(tmp_path)
+    db = tmp_path / "history.sqlite"
+    from console.store.database import Store
+    from tests.store.recorder_polls import sim_polls
+
+    store = Store.open(db)
+    for record in sim_polls(2, replicas=1):
+        store.write_poll(record)
+    store.close()
+    done = capcon(
+        "export", "--db", str(db), "--from", "-1h", "--to", "now", "--format", "csv", "--output", str(device),
+        data_home=tmp_path / "data",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert stat.S_ISCHR(device.stat().st_mode) and device.stat().st_rdev == NULL_DEVICE

@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import yaml
 
 from console.bench.estimate import estimate_comment, load_plan
-from console.errors import UserError
+from console.output_file import refuse_output, write_whole
+from console.plan.rule_selector import chosen_selector
 from console.plan.rules import YEARS_COVERED, RuleOptions, rule_file
+from console.store.paths import default_history_path
 
 DESCRIPTION = """\
 Write a Prometheus rule file for a plan, so Prometheus and Alertmanager carry the
@@ -36,9 +36,11 @@ Check the file with `promtool check rules FILE`; load it with `rule_files:` in p
 """
 
 EPILOG = (
-    "The selector is the plan's fleet.selector unless --selector is given; a plan without one is refused (the rules "
-    "would read every vLLM Prometheus holds).\n\n"
-    "exit status: 0 written; 2 the plan is invalid or gives no selector, or an option is bad.\n"
+    "The selector is --selector, else the plan's fleet.selector. A plan with neither gets one chosen for it, said "
+    'in the file\'s header and on stderr: with fleet.targets, those instances (instance=~"host:port|...", the '
+    'instance label Prometheus gives each target by default); otherwise job="vllm", the job name in vLLM\'s '
+    "example Prometheus configuration. Give --selector when your scrape config labels the fleet otherwise.\n\n"
+    "exit status: 0 written; 2 the plan is invalid, the selector is not one, or an option is bad.\n"
     "examples:\n"
     "  capcon rules plans/internal-assistant-18rps.yaml --selector 'job=\"vllm\"' --output capcon-rules.yml\n"
     '  capcon rules plans/assistant-70b.yaml --selector \'namespace="prod", app="vllm"\' --output r.yml\n'
@@ -59,7 +61,8 @@ def add_parser(sub):
         "--selector",
         default=None,
         metavar="MATCHERS",
-        help="PromQL label matchers of the fleet's vLLM series, e.g. 'job=\"vllm\"' (default: the plan's fleet.selector)",
+        help="PromQL label matchers of the fleet's vLLM series, e.g. 'job=\"vllm\"' (default: the plan's "
+        'fleet.selector, else its fleet.targets\' instances, else job="vllm")',
     )
     parser.add_argument(
         "--window",
@@ -69,47 +72,46 @@ def add_parser(sub):
         help="seconds the rates and percentiles cover (default 60, the console's)",
     )
     parser.add_argument(
-        "--output", default=None, metavar="FILE", help="write the rule file here (whole or not at all); default stdout"
+        "--output",
+        default=None,
+        metavar="FILE",
+        help="write the rule file here: a file is replaced whole or not at all, a device or pipe written through; "
+        "default (or -) stdout",
     )
     parser.set_defaults(run=run)
     return parser
 
 
 def run(args) -> int:
+    refuse_output(args.output, default_history_path(), "a rule file")  # before a plan is read or estimated
     plan = load_plan(args.file)
-    selector = args.selector if args.selector is not None else (plan.fleet.selector if plan.fleet else "")
+    chosen = chosen_selector(plan, args.selector)
     year = time.gmtime().tm_year  # the clock is read here, never in the pure generator
-    options = RuleOptions(selector=selector, window_seconds=args.window, first_year=year)
+    options = RuleOptions(selector=chosen.selector, window_seconds=args.window, first_year=year)
     document = rule_file(plan, options)
     header = (
         f"# Prometheus rules for plan {plan.name!r}, written by `capcon rules`: regenerate them when the plan\n"
         f"# changes; they know the plan's clock ({plan.timezone}) from {year} to {year + YEARS_COVERED - 1}.\n"
         + estimate_comment(plan)
     )
+    if chosen.guessed:
+        # The selector is a guess at the scrape config's labels: the file and the terminal both say so.
+        header += (
+            f"# The plan gives no fleet.selector: these rules select {chosen.selector} ({chosen.why}).\n"
+            "# Regenerate with --selector MATCHERS, or set fleet.selector, if the fleet's series are labelled otherwise.\n"
+        )
+        print(
+            f"capcon rules: no fleet.selector: the rules select {chosen.selector} ({chosen.why}); "
+            "give --selector MATCHERS if your fleet's series are labelled otherwise",
+            file=sys.stderr,
+        )
     text = header + yaml.safe_dump(document, sort_keys=False, width=1_000_000, allow_unicode=True)
-    if args.output is None:
+    if args.output in (None, "-"):
         try:
             sys.stdout.write(text)
             sys.stdout.flush()
         except BrokenPipeError:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    _write_whole(Path(args.output), text)
+    write_whole(args.output, text)
     return 0
-
-
-def _write_whole(target: Path, text: str) -> None:
-    """A temporary file beside `target`, renamed over it once written: a failure leaves `target` as it was."""
-    if target.is_dir():
-        raise UserError(f"--output {str(target)!r}: is a folder; expected a file path")
-    try:
-        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or Path("."))
-    except OSError as error:
-        raise UserError(f"--output {str(target)!r}: cannot write beside it ({error.strerror})") from None
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(temporary, target)
-    except OSError as error:
-        os.unlink(temporary)
-        raise UserError(f"--output {str(target)!r}: {error.strerror}") from None

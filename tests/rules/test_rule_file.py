@@ -115,10 +115,39 @@ def test_the_plans_own_selector_is_used(tmp_path):
     assert 'vllm:num_requests_waiting{job="llm"}' in out
 
 
+def test_without_a_selector_the_rules_select_job_vllm_and_say_so(tmp_path):
+    """A plan with no fleet section: exit 2 once ("no selector for the fleet's series"); now vLLM's example job."""
+    code, out, err = run("rules", plan_file(tmp_path))
+    assert code == 0, err
+    assert 'vllm:num_requests_waiting{job="vllm"}' in out
+    assert '# The plan gives no fleet.selector: these rules select job="vllm" (the job name in vLLM' in out
+    assert err.count("\n") == 1 and err.startswith('capcon rules: no fleet.selector: the rules select job="vllm"')
+    assert "give --selector" in err
+
+
+def test_a_plan_with_targets_selects_exactly_their_instances(tmp_path):
+    targets = ["http://10.0.0.11:8000", "10.0.0.12:8000", "https://vllm-a.example:8443/metrics", "http://vllm-b"]
+    code, out, err = run("rules", plan_file(tmp_path, {"fleet": {"targets": targets}}))
+    assert code == 0, err
+    # Dots escaped for RE2, the backslash doubled inside the PromQL string; a URL without a port matches with the
+    # scheme's port too (Prometheus before 3.0 adds it to the instance label).
+    matcher = r'instance=~"10\\.0\\.0\\.11:8000|10\\.0\\.0\\.12:8000|vllm-a\\.example:8443|vllm-b|vllm-b:80"'
+    assert f"vllm:num_requests_waiting{{{matcher}}}" in out
+    assert f"these rules select {matcher} (the plan's fleet.targets" in out
+    assert "no fleet.selector: the rules select instance=~" in err
+    assert 'job="vllm"' not in out
+
+
+def test_the_selector_option_wins_and_says_nothing(tmp_path):
+    path = plan_file(tmp_path, {"fleet": {"targets": ["http://10.0.0.11:8000"]}})
+    code, out, err = run("rules", path, "--selector", 'job="mine"')
+    assert (code, err) == (0, "")
+    assert 'vllm:num_requests_waiting{job="mine"}' in out and "instance=~" not in out and "no fleet.selector" not in out
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
-        ((), "no selector for the fleet's series; expected fleet.selector in the plan"),
         (("--selector", "job=vllm"), "not a Prometheus label selector at character 1"),
         (("--selector", ""), "no selector"),
         (("--window", "0"), "expected a positive number of seconds"),
