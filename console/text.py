@@ -12,7 +12,10 @@ def printable(value: object) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(value))
 
 
-LINE_CHARACTERS = 400  # an error line a person reads: a few hundred characters, never a page echoed back
+# An error line a person reads: never a page echoed back. Anyone's text inside it (an answer, an error from the
+# network) is held to PIECE_CHARACTERS where it is quoted; the whole line, paths and advice included, to this.
+LINE_CHARACTERS = 1000
+PIECE_CHARACTERS = 400
 
 
 def bounded_line(value: object, limit: int = LINE_CHARACTERS) -> str:

@@ -30,7 +30,7 @@ from console.live.freshness import STALE_AFTER_INTERVALS, Freshness
 from console.live.handle import FleetHandle
 from console.live.loop import Cadence, failure_words, poll_loop
 from console.live.setup import add_source_options, fleet_handles, load_plans
-from console.text import bounded_line
+from console.text import PIECE_CHARACTERS, bounded_line
 
 DESCRIPTION = """\
 Record one or more vLLM fleets to the history file without opening the console:
@@ -263,7 +263,7 @@ class _FleetLog:
         self.said_stale = False
 
     def on_failure(self, error: Exception) -> None:
-        words = bounded_line(failure_words(error))
+        words = bounded_line(failure_words(error), PIECE_CHARACTERS)
         if words != self.failing:
             print(f"capcon record: {self.fleet}: poll failed: {words}", file=sys.stderr, flush=True)
         self.failing = words

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,11 +27,11 @@ from console.fleet.view import FleetView
 from console.live.defaults import DEFAULT_INTERVAL_SECONDS, MIN_CONSOLE_INTERVAL_SECONDS, MIN_ONCE_INTERVAL_SECONDS
 from console.live.feed import PollFeed
 from console.live.handle import FleetHandle
-from console.live.loop import Cadence, poll_loop
+from console.live.loop import Cadence, failure_words, poll_loop
 from console.live.setup import add_source_options, fleet_handles, load_plans
 from console.metrics.figures import FleetFigures
 from console.targets import targets_from
-from console.text import printable
+from console.text import PIECE_CHARACTERS, bounded_line, printable
 
 # --once --fail-on: exit codes beside 0 done, 1 no target answered, 2 bad input.
 EXIT_FLAG_ACTIVE = 3  # a flag at or above the chosen severity is raised
@@ -48,8 +49,9 @@ def add_parser(sub):
             "Without --once the console opens: the fleet table next to the plan, trends and flags."
         ),
         epilog=(
-            "exit status: 0 done; 1 (--once) no target answered; 2 bad input (a plan file, an argument,\n"
-            "a target address, a --db that is not a capcon history); with --once --fail-on LEVEL: 3 a flag\n"
+            "exit status: 0 done; 1 (--once) no target answered, or a fleet's poll failed as a whole; 2 bad\n"
+            "input (a plan file, an argument, a target address, a --db that is not a capcon history); with\n"
+            "--once --fail-on LEVEL: 3 a flag\n"
             "of LEVEL or worse is raised, 4 none is raised but such a condition holds, still inside its\n"
             "minimum duration (pending). 1 wins over 3 and 4.\n"
             "examples:\n"
@@ -191,48 +193,64 @@ def _console(args, handles: list[FleetHandle], path: Path | None) -> int:
 def _once(args, handles: list[FleetHandle], path: Path | None) -> int:
     """Each fleet polled twice (once through Prometheus) and printed; with several plans one block
     (or JSON entry) per fleet, never one merged fleet. Each poll is made a view as the console makes
-    it (plan beside actual, flags); with --db each also goes to the history like a console poll."""
+    it (plan beside actual, flags); with --db each also goes to the history like a console poll.
+    A fleet whose poll failed as a whole is one bounded line on stderr, and the exit status is 1."""
 
-    async def poll_all(feeds: list[PollFeed]) -> list[tuple[FleetFigures, FleetView]]:
+    async def poll_all(feeds: list[PollFeed]) -> list[tuple[FleetFigures, FleetView] | str]:
         return list(await asyncio.gather(*(_twice(feed, args.interval, args.window is not None) for feed in feeds)))
 
     with recording(path, args, handles, "watch") as recorder:
-        polled = asyncio.run(poll_all([PollFeed(handle, recorder) for handle in handles]))
-    results = [figures for figures, _ in polled]
-    views = [view for _, view in polled]
+        answers = asyncio.run(poll_all([PollFeed(handle, recorder) for handle in handles]))
+    plan_files = args.plan or [None]
+    polled = []  # (plan file, handle, (figures, view)) of every fleet that gave figures
+    for plan_file, handle, answer in zip(plan_files, handles, answers):
+        if isinstance(answer, str):
+            print(f"capcon watch: {printable(handle.name)}: {bounded_line(answer, PIECE_CHARACTERS)}", file=sys.stderr)
+        else:
+            polled.append((plan_file, handle, answer))
+    if not polled:
+        return 1
     if len(args.plan) <= 1:
-        [(figures, view)] = polled
-        plan_file = args.plan[0] if args.plan else None
+        [(plan_file, handle, (figures, view))] = polled
         if args.json:
             print(_dumps(once_json(figures, view, plan_file)))
         else:
-            print("\n".join(once_lines(figures, view, handles[0].plan is not None, _terminal_width())))
+            print("\n".join(once_lines(figures, view, handle.plan is not None, _terminal_width())))
     elif args.json:
-        fleets = [once_json(figures, view, plan_file) for plan_file, (figures, view) in zip(args.plan, polled)]
+        fleets = [once_json(figures, view, plan_file) for plan_file, _, (figures, view) in polled]
         print(_dumps({"fleets": fleets}))
     else:
         blocks = [
             "\n".join(
                 [printable(f"plan {handle.name} ({plan_file})"), *once_lines(figures, view, True, _terminal_width())]
             )
-            for plan_file, handle, (figures, view) in zip(args.plan, handles, polled)
+            for plan_file, handle, (figures, view) in polled
         ]
         print("\n\n".join(blocks))
-    return _once_exit(args, results, views)
+    if len(polled) < len(handles):
+        return 1
+    return _once_exit(args, [figures for _, _, (figures, _) in polled], [view for _, _, (_, view) in polled])
 
 
-async def _twice(feed: PollFeed, interval: float, explicit_window: bool) -> tuple[FleetFigures, FleetView]:
-    """Scrape: two samples an interval apart. Prometheus computes its own window: one answer."""
+class _PollFailed(Exception):
+    """--once has no next poll to wait for: a poll that fails as a whole ends that fleet's run."""
+
+
+async def _twice(feed: PollFeed, interval: float, explicit_window: bool) -> tuple[FleetFigures, FleetView] | str:
+    """Scrape: two samples an interval apart. Prometheus computes its own window: one answer.
+    A poll that failed as a whole: why, in words."""
     watcher = feed.handle.watcher
     views: list[FleetView] = []
 
     def failed(error: Exception) -> None:
-        raise error  # --once has no next poll to wait for: the error ends the run
+        raise _PollFailed(f"poll failed: {failure_words(error)}")
 
     try:
         await poll_loop(
             feed, Cadence(interval), views.append, failed, polls=2 if watcher.source_name == "scrape" else 1
         )
+    except _PollFailed as failure:
+        return str(failure)
     finally:
         await watcher.aclose()
     first, last = views[0].figures, views[-1].figures

@@ -8,6 +8,7 @@ import time
 
 from console.fleet import format as fmt
 from console.fleet.columns import ONCE_COLUMNS
+from console.fleet.flags import flag_title
 from console.fleet.view_json import fleet_view_json
 from console.metrics.figures import ANSWERING, FLEET_TOTAL, FleetFigures
 from console.store import json_out
@@ -52,12 +53,14 @@ def flag_lines(view, with_plan: bool) -> list[str]:
     lines = [f"flags: {len(view.flags)} active, {len(view.pending)} pending"]
     for f in view.flags:
         since = time.strftime("%H:%M:%S", time.localtime(f.since))
-        lines.append(printable(f"{BADGES[f.severity]} {f.kind} · {f.subject} · since {since} · {f.why}"))
+        # The console's words for the kind (flag_title); --json keeps the kind as its key.
+        lines.append(printable(f"{BADGES[f.severity]} {flag_title(f.kind)} · {f.subject} · since {since} · {f.why}"))
     for p in view.pending:
         held = max(view.now - p.since, 0.0)
         lines.append(
             printable(
-                f"… pending {BADGES[p.severity]} {p.kind} · {p.subject} · {held:.0f} s of {p.needed_seconds:.0f} s · {p.why}"
+                f"… pending {BADGES[p.severity]} {flag_title(p.kind)} · {p.subject} · "
+                f"{held:.0f} s of {p.needed_seconds:.0f} s · {p.why}"
             )
         )
     return lines

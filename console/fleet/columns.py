@@ -103,8 +103,23 @@ COLUMNS: tuple[Column, ...] = (
 _BY_PLACE = {c.console.place: c for c in COLUMNS if c.console}
 CONSOLE_COLUMNS: tuple[Column, ...] = tuple(_BY_PLACE[place] for place in sorted(_BY_PLACE))
 CONSOLE_BY_KEY: dict[str, Column] = {c.key: c for c in CONSOLE_COLUMNS}
+
+
+def name_form(name: str) -> str:
+    """How a filter's column name is compared: any case, runs of spaces as one ("Out  T/S" is "out t/s")."""
+    return " ".join(name.lower().split())
+
+
+# What a filter may call a console column: its title as the table's header shows it, or its key (the older
+# name, as `ttft` for TTFT95). Each name reads one column only.
+CONSOLE_NAMES: dict[str, str] = {
+    name_form(name): c.key for c in CONSOLE_COLUMNS if c.console for name in (c.console.title, c.key)
+}
 ONCE_COLUMNS: tuple[Column, ...] = tuple(c for c in COLUMNS if c.once)
 
 assert len({c.key for c in COLUMNS}) == len(COLUMNS)
 assert sorted(_BY_PLACE) == list(range(sum(1 for c in COLUMNS if c.console)))  # each place once, none skipped
 assert len({c.once.heading for c in COLUMNS if c.once}) == len(ONCE_COLUMNS)
+assert all(
+    CONSOLE_NAMES[name_form(name)] == c.key for c in CONSOLE_COLUMNS if c.console for name in (c.console.title, c.key)
+)  # no title is another column's key

@@ -29,6 +29,32 @@ from console.metrics.figures import FAILED, FLEET_TOTAL, SERVING, Figures, Fleet
 Severity = Literal["critical", "warning", "info"]
 SEVERITY_RANK: dict[str, int] = {"critical": 3, "warning": 2, "info": 1}
 
+# Each kind of flag in words: the console's flags panel and overview, and `watch --once`'s flag lines, say these;
+# the kind itself stays the machine key (the history, --json, `export`).
+FLAG_TITLES: dict[str, str] = {
+    "saturation": "saturated",
+    "replica_down": "replica down",
+    "replica_stale": "stale figures",
+    "replica_restarted": "replica restarted",
+    "latency_drift": "latency drift",
+    "slo_breach_ttft": "SLO breach: TTFT",
+    "slo_breach_tpot": "SLO breach: TPOT",
+    "slo_breach_e2e": "SLO breach: end-to-end",
+    "above_plan": "load over plan",
+    "n_plus_1_at_risk": "N+1 at risk",
+    "workload_drift_input": "workload drift: input",
+    "workload_drift_output": "workload drift: output",
+    "schedule_lag": "behind the schedule",
+    "scale_up_due": "scale-up due",
+    "source_error": "source unreachable",
+}
+
+
+def flag_title(kind: str) -> str:
+    """A kind of flag in words; a kind without words (a newer recording's) as itself."""
+    return FLAG_TITLES.get(kind, kind)
+
+
 OVERFLOW_WORDS = {
     "bounded_queue": "bounded queue: reject the excess early",
     "hosted": "hosted: send the excess to the hosted model",

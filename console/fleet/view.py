@@ -19,7 +19,7 @@ from functools import cached_property
 from typing import Literal
 
 from console.fleet import judge
-from console.fleet.columns import CONSOLE_BY_KEY, CellValue
+from console.fleet.columns import CONSOLE_BY_KEY, CONSOLE_COLUMNS, CONSOLE_NAMES, CellValue, name_form
 from console.fleet.flags import Flag, FlagInputs, FlagState, Pending, Severity, Thresholds, evaluate
 from console.fleet.plan_now import PlanNow
 from console.fleet.trends import TrendPoint, Trends
@@ -63,7 +63,11 @@ def sort_rows(rows: tuple[Row, ...], column: str, descending: bool = False) -> t
     return tuple(known + sorted(unknown, key=lambda r: r.key))
 
 
-_FILTER = re.compile(r"^\s*(?P<column>[a-z0-9]+)\s*(?P<op>>=|<=|!=|=|>|<|~)\s*(?P<value>.+?)\s*$")
+# A column is named as the header shows it (`req/s`, `out t/s`, `TTFT95`) or by its key: letters, digits, `/` and
+# spaces; text with other characters before an operator (a URL with `?a=b`) is a plain search.
+_FILTER = re.compile(
+    r"^\s*(?P<column>[a-z0-9][a-z0-9/ ]*?)\s*(?P<op>>=|<=|!=|=|>|<|~)\s*(?P<value>.+?)\s*$", re.IGNORECASE
+)
 _OPS = {">": operator.gt, "<": operator.lt, ">=": operator.ge, "<=": operator.le, "=": operator.eq, "!=": operator.ne}
 
 
@@ -88,13 +92,14 @@ def _compile(text: str) -> Callable[[Row], bool]:
         return lambda row: (
             needle in row.figures.name.lower() or needle in row.figures.state or needle in row.figures.url.lower()
         )
-    column, op, raw = match["column"], match["op"], match["value"]
-    if column not in CONSOLE_BY_KEY:
-        raise FilterError(f"unknown column {column!r}: expected one of {', '.join(CONSOLE_BY_KEY)}")
+    named, op, raw = match["column"], match["op"], match["value"]
+    column = CONSOLE_NAMES.get(name_form(named))
+    if column is None:
+        raise FilterError(f"unknown column {named!r}: {accepted_names()}")
     spec = CONSOLE_BY_KEY[column]
     if spec.is_text or op == "~":
         if op not in ("=", "!=", "~"):
-            raise FilterError(f"{column} holds text: use =, != or ~ (contains), not {op}")
+            raise FilterError(f"{named} holds text: use =, != or ~ (contains), not {op}")
         needle = raw.lower()
         if op == "~":
             return lambda row: needle in str(row.value(column) or "").lower()
@@ -103,14 +108,22 @@ def _compile(text: str) -> Callable[[Row], bool]:
     try:
         number = float(raw.rstrip("%")) / (100 if raw.endswith("%") else 1)
     except ValueError:
-        raise FilterError(f"{column} {op} {raw!r}: expected a number (KV and prefix as 0.9 or 90%)") from None
+        raise FilterError(f"{named} {op} {raw!r}: expected a number (KV and prefix as 0.9 or 90%)") from None
     compare = _OPS[op]
     # An unknown value satisfies no comparison: it is not 0.
     return lambda row: (v := row.value(column)) is not None and compare(v, number)
 
 
+def accepted_names() -> str:
+    """The column names a filter takes, in words: the header's titles, then the older keys."""
+    titles = [c.console.title for c in CONSOLE_COLUMNS if c.console]
+    keys = [c.key for c in CONSOLE_COLUMNS if c.console and name_form(c.console.title) != c.key]
+    return f"expected a column title as the header shows it ({', '.join(titles)}; any case) or {', '.join(keys)}"
+
+
 def parse_filter(text: str) -> RowFilter:
-    """A filter such as `kv>0.8`, `kv>=90%`, `state=down`, `name~gpu-3` or plain text; raises FilterError."""
+    """A filter such as `kv>0.8`, `KV>=90%`, `TTFT95>0.3`, `out t/s<100`, `state=down`, `name~gpu-3` or plain
+    text; a column by its title in the header or its key, in any case; raises FilterError."""
     _compile(text)
     return RowFilter(text)
 

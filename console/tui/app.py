@@ -19,13 +19,16 @@ from textual.app import App
 from textual.binding import Binding
 
 from console.errors import UserError
+from console.fleet import format as fmt
 from console.fleet.overflow import MAX_NOTES, SwitchNote, note_line, policy_words, seen_switch
 from console.fleet.view import FleetView
 from console.live.collector import COLLECTOR
 from console.live.defaults import DEFAULT_INTERVAL_SECONDS
+from console.live.freshness import STALE_AFTER_INTERVALS
 from console.live.gateways import GatewayView
 from console.live.handle import FleetHandle
 from console.plan.model import DAYS
+from console.store.paths import default_history_path
 from console.text import printable
 from console.tui.demo import Demo, DemoControls
 from console.tui.drivers import Driver, LiveDriver, RecordedFleetLabel, ReplayDriver
@@ -44,6 +47,9 @@ if TYPE_CHECKING:
 
 # Follows the terminal's own 16-colour palette, which is what an SSH session has.
 DEFAULT_THEME = "ansi-dark"
+# What `o` says with one fleet watched (the help says it too).
+ONE_FLEET = "one fleet: the overview lists several plans' fleets (capcon watch PLAN PLAN ...)"
+ONE_FLEET_RECORDED = "one fleet in this history: the overview lists several (recorded by capcon watch PLAN PLAN ...)"
 # After SIGHUP the console leaves cleanly if it can, and is gone this long after it whatever it computes.
 HANGUP_GRACE_SECONDS = 1.5
 
@@ -97,7 +103,7 @@ class ConsoleApp(App):
         demo: DemoControls | None = None,
         theme: str | None = None,
         clock: Callable[[], float] = time.time,
-        screenshot_dir: str | Path = ".",
+        screenshot_dir: str | Path | None = None,
         recorder: Any = None,
         replay: ReplayController | None = None,
         admin_token_env: str | None = None,
@@ -120,7 +126,9 @@ class ConsoleApp(App):
         self.admin_token_env = admin_token_env
         self.actor = actor
         self.environ = environ if environ is not None else os.environ
-        self.screenshot_dir = Path(screenshot_dir)
+        # Key w writes here; None: capcon's data directory, beside the history file (never the working
+        # directory, where a screenshot taken inside a clone shows in `git status`).
+        self.screenshot_dir = Path(screenshot_dir) if screenshot_dir is not None else default_screenshot_dir()
         # Writes each poll to the history file on its own thread (console.store.recorder); None: not recording.
         self.recorder = recorder
         self._recorder_state: str | None = None  # the last state the operator was told about
@@ -153,6 +161,7 @@ class ConsoleApp(App):
 
     def on_mount(self) -> None:
         self.push_screen(OverviewScreen() if len(self.fleets) > 1 else FleetScreen(0))
+        self.watching_since = self.clock()  # before a fleet's first poll, its figures' age counts from here
         self.driver.start(self)
         self.set_interval(1.0, self._redraw)  # the data age moves even when the figures do not
         self.set_interval(1.0, self._watch_recorder)
@@ -234,6 +243,15 @@ class ConsoleApp(App):
         handle = self.fleets[index]
         return now.overflow_mode if now else (handle.plan.overflow.mode if handle.plan else None)
 
+    def overflow_mode(self, index: int, now) -> str | None:
+        """The mode alone (bounded_queue, hosted, ...) of what `overflow_words` says; None: no mode known."""
+        if self.watches_gateways(index):
+            view = self.gateway_views[index]
+            policy = view.figures.policy if view is not None and view.figures.answering else None
+            return policy.mode if policy is not None else None
+        handle = self.fleets[index]
+        return now.overflow_mode if now else (handle.plan.overflow.mode if handle.plan else None)
+
     def on_poll_failed(self, message: PollFailed) -> None:
         self.errors[message.index] = message.error
         self._redraw()
@@ -253,9 +271,23 @@ class ConsoleApp(App):
         if screen is not None:
             screen.redraw()
 
+    def stale_words(self, index: int) -> str:
+        """'stale 7s: poll failed: ...' when fleet `index` has had no fresh poll for two intervals while live
+        (a poll failing as a whole, or one that never ends), else "": the header says it in place of `● live`."""
+        if self.driver.words() is not None or self.paused:  # a replay, or paused: nothing is due
+            return ""
+        view = self.views[index]
+        now = self.clock()
+        age = now - (view.figures.at if view else getattr(self, "watching_since", now))
+        if age < STALE_AFTER_INTERVALS * self.driver.interval_of(index):
+            return ""
+        reason = self.errors[index] or "a poll still running"
+        return f"stale {fmt.age(age)}: {reason}"
+
     def header_info(self, index: int | None) -> HeaderInfo:
         if index is None:
             errors = [e for e in self.errors if e]
+            stale = [words for words in (self.stale_words(i) for i in range(len(self.fleets))) if words]
             return HeaderInfo(
                 fleet=f"{len(self.fleets)} fleets",
                 plan=None,
@@ -269,10 +301,12 @@ class ConsoleApp(App):
                 error=errors[0] if errors else "",
                 recording=self.recording_words(),
                 replay=self.driver.words(),
+                stale=f"{len(stale)} of {len(self.fleets)} fleets {stale[0]}" if stale else "",
             )
         view, handle = self.views[index], self.fleets[index]
         now = view.plan if view else None
         return HeaderInfo(
+            stale=self.stale_words(index),
             fleet=handle.name,
             plan=handle.plan.name if handle.plan else (view.plan.plan_name if view and view.plan else None),
             source=view.figures.source if view else None,
@@ -284,6 +318,7 @@ class ConsoleApp(App):
             demo_faults=self.demo_faults_on,
             error=self.errors[index] or (view.figures.source_error if view else ""),
             overflow=self.overflow_words(index, now),
+            overflow_mode=self.overflow_mode(index, now),
             plan_at=f"{DAYS[now.weekday].capitalize()} {now.hour:02d}:00" if now else None,
             recording=self.recording_words(),
             replay=self.driver.words(),
@@ -307,6 +342,13 @@ class ConsoleApp(App):
         return not (action == "plan" and self._fleet_on_screen() is None)
 
     def on_key(self, event) -> None:
+        if event.key == "o" and len(self.fleets) < 2 and self._console_screen() is not None:
+            # `o` is off the footer with one fleet (check_action): pressed anyway, it says why nothing opens.
+            event.stop()
+            self.clear_notifications()
+            replaying = isinstance(self.driver, ReplayDriver)
+            self.notify(ONE_FLEET_RECORDED if replaying else ONE_FLEET, timeout=4, markup=False)
+            return
         # A dimmed key reaches here because check_action refused it: say why instead of doing nothing.
         if not self.read_only:
             return
@@ -340,10 +382,16 @@ class ConsoleApp(App):
 
     def action_slower(self) -> None:
         self.driver.slower()
-        self._redraw()
+        self._say_interval()
 
     def action_faster(self) -> None:
         self.driver.faster()
+        self._say_interval()
+
+    def _say_interval(self) -> None:
+        # A narrow header gives up "every Ns" early: the key's answer is said where it always shows.
+        self.clear_notifications()
+        self.notify(f"refreshing every {self.interval:g}s", timeout=2, markup=False)
         self._redraw()
 
     def action_help(self) -> None:
@@ -397,9 +445,18 @@ class ConsoleApp(App):
             self.pop_screen()
 
     def action_save_screenshot(self) -> None:
-        self.screenshot_dir.mkdir(parents=True, exist_ok=True)
-        # The full path: "." means little to an operator who forgot where capcon was started.
-        path = self.save_screenshot(path=str(self.screenshot_dir.resolve()))
+        try:
+            self.screenshot_dir.mkdir(parents=True, exist_ok=True)
+            # The full path: the data directory is nowhere an operator looks by chance.
+            path = self.save_screenshot(path=str(self.screenshot_dir.resolve()))
+        except OSError as error:
+            self.notify(
+                f"screenshot not saved: {self.screenshot_dir}: {error.strerror or error}",
+                severity="error",
+                timeout=8,
+                markup=False,
+            )
+            return
         self.notify(f"screenshot saved: {path}", timeout=6, markup=False)
 
     async def action_spike(self) -> None:
@@ -475,7 +532,7 @@ def open_console(fleets: list[FleetHandle], args: Any, demo: DemoControls | None
     """Run the console until the operator quits; returns the exit code.
 
     `fleets` holds one FleetHandle per plan; `args` gives interval, read_only, theme and
-    screenshot_dir (all optional).
+    screenshot_dir (all optional; screenshots default to capcon's data directory).
     """
     app = ConsoleApp(
         list(fleets),
@@ -483,7 +540,7 @@ def open_console(fleets: list[FleetHandle], args: Any, demo: DemoControls | None
         read_only=bool(getattr(args, "read_only", False)),
         demo=demo,
         theme=getattr(args, "theme", None) or DEFAULT_THEME,
-        screenshot_dir=getattr(args, "screenshot_dir", None) or ".",
+        screenshot_dir=getattr(args, "screenshot_dir", None),
         recorder=recorder,
         admin_token_env=getattr(args, "admin_token_env", None),
         actor=getattr(args, "actor", None),
@@ -491,6 +548,11 @@ def open_console(fleets: list[FleetHandle], args: Any, demo: DemoControls | None
     COLLECTOR.tune()  # the collector's passes between refreshes, not inside them
     app.run()
     return int(app.return_code or 0)
+
+
+def default_screenshot_dir() -> Path:
+    """Where key w saves: `screenshots` in capcon's data directory, the one the history file lives in."""
+    return default_history_path().parent / "screenshots"
 
 
 def local_hhmm(at: float) -> str:

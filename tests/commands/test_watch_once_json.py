@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from console.commands.watch_output import _dumps, flag_lines, once_json
 from console.fleet.view import advance
+from console.tui.widgets.flags_panel import title
 from tests.fleet.builders import fleet, plan_now, replica
 
 NOW = 1000.0
@@ -77,8 +78,22 @@ def test_pending_flags_say_how_long_they_held_and_need():
     assert saturation["held_seconds"] == 2.0 and saturation["needed_seconds"] == 30.0 and saturation["since"] == NOW
     assert saturation["todo"]  # from the rule, as the console's details show it
     assert any(
-        line.startswith("… pending ▲ WARN saturation · r1 · 2 s of 30 s · ") for line in flag_lines(second, False)
+        line.startswith("… pending ▲ WARN saturated · r1 · 2 s of 30 s · ") for line in flag_lines(second, False)
     )
+
+
+def test_flag_lines_say_the_console_words_and_json_keeps_the_kind():
+    # 30 req/s against the plan's 20 for longer than the rule's 30 s: "load over plan" raised.
+    busy = [replica(f"r{i}", requests_per_second=7.5) for i in range(4)]
+    first = advance(None, "f", fleet(*busy, requests_per_second=30.0, at=NOW), plan_now(), NOW)
+    later = advance(first, "f", fleet(*busy, requests_per_second=30.0, at=NOW + 31), plan_now(), NOW + 31)
+    assert "above_plan" in [f.kind for f in later.flags]
+    lines = flag_lines(later, True)
+    assert any(line.startswith(f"✖ CRIT {title(later.flags[0])} · ") for line in lines)  # the panel's own words
+    assert any(line.startswith("✖ CRIT load over plan · fleet · since ") for line in lines)
+    assert not any("above_plan" in line or "n_plus_1_at_risk" in line for line in lines)
+    document = once_json(later.figures, later, "p.yaml")
+    assert "above_plan" in [f["kind"] for f in document["flags"]["active"]]
 
 
 def test_flag_lines_never_pass_a_control_character_through():

@@ -141,6 +141,12 @@ def test_sort_on_kv_both_ways():
         ("state!=up", ["c"]),
         ("name~b", ["b"]),
         ("down", ["c"]),  # plain text matches name, state or URL
+        ("KV>0.9", ["b", "d"]),  # each column by its title as the header shows it, in any case
+        ("Kv >= 91%", ["b", "d"]),
+        ("WAIT>=1", ["b", "d"]),
+        ("replica~b", ["b"]),
+        ("STATE=down", ["c"]),
+        ("http://127.0.0.1:8001/?a=b", []),  # a URL holding an operator is text to find, not a column
     ],
 )
 def test_filter_on_any_column(text, keys):
@@ -155,6 +161,40 @@ def test_filter_on_any_column(text, keys):
 def test_bad_filters_say_what_was_expected(text, message):
     with pytest.raises(FilterError, match=message):
         parse_filter(text)
+
+
+@pytest.mark.parametrize("column", COLUMNS, ids=lambda c: c.key)
+def test_every_title_the_header_shows_is_a_filter_column_as_is_its_key(column):
+    figures = replica(
+        "r",
+        requests_per_second=2.0,
+        prompt_tokens_per_second=900.0,
+        generation_tokens_per_second=150.0,
+        running=3.0,
+        waiting=1.0,
+        kv_usage=0.5,
+        preemptions_per_second=0.1,
+        prefix_hit_share=0.3,
+        ttft_p50_seconds=0.1,
+        ttft_p95_seconds=0.4,
+        tpot_p95_seconds=0.03,
+        e2e_p95_seconds=9.0,
+        queue_p95_seconds=0.2,
+    )
+    row = Row("r", figures, None)
+    shown = column.show(figures)
+    for name in (column.console.title, column.console.title.upper(), column.console.title.lower(), column.key):
+        op, value = ("=", shown) if column.is_text else (">=", repr(column.value(figures)))
+        assert parse_filter(f"{name}{op}{value}").matches(row), name
+        assert parse_filter(f"{name} {op} {value}").matches(row), name
+
+
+def test_an_unknown_column_is_refused_with_every_name_a_filter_takes():
+    with pytest.raises(FilterError) as refused:
+        parse_filter("ttft97>0.3")
+    message = str(refused.value)
+    for column in COLUMNS:
+        assert column.console.title in message and column.key in message.lower()
 
 
 # --- KV fullest on data-parallel servers -----------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from console.live.defaults import MIN_CONSOLE_INTERVAL_SECONDS as MIN_INTERVAL_SECONDS
@@ -54,6 +55,7 @@ async def test_the_sort_menu_sorts_on_a_column_by_its_key_and_reverses():
         await pilot.press("k")  # KV's key in the menu
         assert isinstance(app.screen, FleetScreen)
         assert table.sort_key == "kv" and table.descending
+        assert [str(n.message) for n in app._notifications] == ["sorted by KV, largest first"]  # the header's title
         assert table.order == ("gpu-2", "gpu-3", "gpu-1", "gpu-4")  # unknown KV last
         assert "KV▼" in shown(table.query(TableRow).first())
         await pilot.press("r")
@@ -109,6 +111,34 @@ async def test_filter_keeps_matching_rows_and_reports_a_bad_one():
         assert app.paused
 
 
+async def test_filter_takes_each_column_title_as_the_header_shows_it():
+    app = make_app(
+        fleet_of(
+            replica("gpu-1", ttft_p95_seconds=0.2, requests_per_second=1.0, generation_tokens_per_second=90.0),
+            replica("gpu-2", ttft_p95_seconds=0.5, requests_per_second=4.0, preemptions_per_second=0.5),
+        )
+    )
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(FleetTable)
+        header = shown(table.query(TableRow).first())
+        for text, kept in (
+            ("TTFT95>0.3", ("gpu-2",)),
+            ("ttft95<0.3", ("gpu-1",)),
+            ("req/s>=2", ("gpu-2",)),
+            ("out t/s<100", ("gpu-1",)),
+            ("pre/s>0", ("gpu-2",)),
+            ("ttft>0.3", ("gpu-2",)),  # the older name still works
+        ):
+            assert re.split(r"[<>=~]", text)[0].lower() in header.lower()  # a title the header shows (or `ttft`)
+            await pilot.press("slash", "ctrl+u", *text, "enter")
+            assert table.order == kept, text
+        await pilot.press("slash", "ctrl+u", *"speed>1", "enter")
+        refused = str(app.screen.query_one("#filter").border_title)
+        assert refused.startswith("unknown column 'speed': expected a column title as the header shows it (replica,")
+        assert table.order == ("gpu-2",)  # the bad filter changed nothing
+
+
 async def test_pause_stops_polls_and_says_so():
     app = make_app(normal_fleet())
     async with app.run_test(size=(80, 24)) as pilot:
@@ -136,6 +166,10 @@ async def test_interval_keys_have_a_one_second_floor():
         assert app.interval == MIN_INTERVAL_SECONDS
         await pilot.press("plus")
         assert app.interval == 2.0
+        # 80 columns leave the interval out of the header: the key says it.
+        assert [str(n.message) for n in app._notifications] == ["refreshing every 2s"]
+        await pilot.resize_terminal(120, 24)
+        await pilot.pause()
         assert "every 2s" in shown(app.screen.query_one(ConsoleHeader))
 
 
@@ -240,6 +274,43 @@ async def test_overview_lists_fleets_and_enter_opens_one():
         assert "batch" in shown(app.screen.query_one(ConsoleHeader))
         await pilot.press("o")
         assert isinstance(app.screen, OverviewScreen)
+
+
+LONG_PLANS = (
+    "internal-assistant-18rps-eu-west-1",
+    "internal-assistant-18rps-us-east-2",
+    "batch-summaries-nightly-h100",
+)
+
+
+def long_named_fleets() -> ConsoleApp:
+    clock = FakeClock()
+    fleets = [
+        FleetHandle(name, None, FakeWatcher(figures, clock=clock), expect=lambda now: PLAN_NOW)
+        for name, figures in zip(LONG_PLANS, (normal_fleet(), saturated_fleet(), normal_fleet()))
+    ]
+    return ConsoleApp(fleets, clock=clock, interval=60.0)
+
+
+async def test_the_overview_shows_long_plan_names_whole_at_120_columns():
+    app = long_named_fleets()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        lines = [shown(line) for line in app.screen.query("FleetLine")]
+        for name, line in zip(LONG_PLANS, lines):
+            assert line[7:].startswith(name + " "), line
+        header = str(app.screen.query_one("#overview-header").render())
+        # The columns move right with the names: each heading still ends over its figures.
+        assert header.index("load/sched cap") + len("load/sched cap") == lines[1].index("25.6/20") + len("25.6/20")
+
+
+async def test_the_overview_keeps_the_end_of_a_name_that_does_not_fit():
+    app = long_named_fleets()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        labels = [shown(line)[7:25].rstrip() for line in app.screen.query("FleetLine")]
+        assert len(set(labels)) == 3 and all("…" in label for label in labels)
+        assert [label[-6:] for label in labels] == ["west-1", "east-2", "y-h100"]
 
 
 async def test_detail_screen_shows_every_figure_of_the_chosen_replica():

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 
+from console.fleet.flags import Flag
 from console.tui.screens.replica_screen import ReplicaScreen
-from console.tui.widgets.flags_panel import FlagsPanel, pack
+from console.tui.widgets.flags_panel import FlagsPanel, grouped_todo, grouped_why, pack
 from console.tui.widgets.fleet_table import FleetTable
 from console.tui.widgets.table_row import TableRow
 from tests.tui.conftest import make_app, poll_times, settle, shown
@@ -164,3 +165,30 @@ def test_pack_moves_phrases_whole_and_cuts_only_what_cannot_fit():
     ]
     assert pack(["x" * 12], 5) == ["xxxxx", "  xxx", "  xxx", "  x"]
     assert pack(["a", "b"], 80) == ["a b"]
+
+
+async def test_a_flag_over_several_replicas_gives_each_its_own_figures():
+    waits = (4.0, 7.0, 9.0, 11.0, 13.0)
+    app = make_app(fleet_of(*(replica(f"gpu-{i}", waiting=w) for i, w in enumerate(waits, 1))))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await poll_times(pilot, 4)  # 40 s: saturation has lasted its minimum duration on all five
+        text = " ".join(shown(app.screen.query_one(FlagsPanel)).split())
+        assert "▲ WARN saturated · gpu-1, gpu-2, gpu-3, gpu-4, gpu-5" in text
+        assert "why: gpu-1: 4 waiting, KV 46 %; gpu-2: 7 waiting, KV 46 %; gpu-3: 9 waiting, KV 46 %; +2 more" in text
+        assert "(and 4 more)" not in text  # the first replica's figures never stand for the others
+
+
+def test_a_grouped_why_and_todo_hold_for_every_replica_they_speak_for():
+    def flag(name: str, why: str, todo: str = "Add a replica.") -> Flag:
+        return Flag(f"replica_down:{name}", "replica_down", name, "critical", 0.0, why, todo)
+
+    same = [flag(f"gpu-{i}", "7 waiting, KV 96 %") for i in (1, 2)]
+    assert grouped_why(same) == "all 2: 7 waiting, KV 96 %"
+    apart = [
+        flag("gpu-1", "gpu-1 is down at u1", "Check the process."),
+        flag("gpu-2", "its page timed out", "Check /metrics."),
+    ]
+    assert grouped_why(apart) == "gpu-1 is down at u1; gpu-2: its page timed out"  # a why led by its name once
+    assert grouped_todo(apart) == "gpu-1: Check the process. gpu-2: Check /metrics."
+    assert grouped_todo(same) == "Add a replica."

@@ -113,7 +113,8 @@ def test_the_demo_story_spike_suggestion_bounded_queue_hosted_and_back(tmp_path)
         before = read(port)
         switch_to(tmux, "2", 4, "spike: shed the excess", "pass")
         tmux.keys("x")
-        tmux.wait_for("overflow bounded queue by")
+        # The header's mode, whole or abbreviated as 120 columns allow beside who switched it.
+        tmux.wait_until(lambda s: re.search(r"overflow (bounded queue|bq)\b", s) is not None, "bounded queue in force")
         deadline = time.monotonic() + 60
         while True:
             page = read(port)
@@ -145,7 +146,7 @@ def test_the_demo_story_spike_suggestion_bounded_queue_hosted_and_back(tmp_path)
 
         # Back to pass.
         switch_to(tmux, "1", 2, "spike over", "hosted")
-        tmux.wait_for("overflow pass by")
+        tmux.wait_until(lambda s: re.search(r"· overflow pass\b", s) is not None, "pass in force")
         assert counter(read(port), "capcon_gateway_mode", mode="pass") == 1.0
         screen = tmux.screen()
         for words in ("pass by", "hosted by", "bounded queue by"):

@@ -6,6 +6,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Input
 
+from console.fleet.columns import CONSOLE_BY_KEY
 from console.fleet.overflow import SWITCH_KEY, panel_lines, suggestion
 from console.fleet.view import FilterError, parse_filter
 from console.tui.screens.base import ConsoleScreen
@@ -82,7 +83,7 @@ class FleetScreen(ConsoleScreen):
                     flags.border_title = FlagsScroll.TITLE
                     yield FlagsPanel(id="flags")
         yield Input(
-            placeholder="filter: kv>0.9, state=down, wait>=1, name~gpu, or any text (Enter applies, Esc clears)",
+            placeholder="filter: KV>0.9, TTFT95>0.3, out t/s<100, state=down, name~gpu, or any text (Enter applies, Esc clears)",
             id="filter",
         )
         yield Footer()
@@ -135,13 +136,15 @@ class FleetScreen(ConsoleScreen):
         else:
             table.sort_by(column, default_descending(column))
         self.app.clear_notifications()
+        # The column as the header titles it (TTFT95, not the key `ttft`).
+        title = CONSOLE_BY_KEY[table.sort_key].console.title if table.sort_key is not None else ""
         order = (
             "source order"
             if table.sort_key is None
             else (
-                f"{table.sort_key}, {'largest' if table.descending else 'smallest'} first"
+                f"{title}, {'largest' if table.descending else 'smallest'} first"
                 if table.sort_key not in ("name", "state")
-                else f"{table.sort_key}, {'Z-A' if table.descending else 'A-Z'}"
+                else f"{title}, {'Z-A' if table.descending else 'A-Z'}"
             )
         )
         self.notify(f"sorted by {order}", timeout=1.5)

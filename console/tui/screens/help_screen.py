@@ -17,7 +17,8 @@ s          sort menu (a key each)  r      reverse the sort
 /          filter rows             Esc    clear the filter
 ↑ ↓ or j k choose a replica        Enter  its every figure
 Tab        to the flags panel and back (there up/down PgUp PgDn scroll)
-o          overview of all fleets  w      save an SVG screenshot
+o          overview: several plans' fleets (capcon watch PLAN PLAN ...)
+w          save an SVG screenshot into capcon's data folder (path in notice)
 n          poll now                P      the plan: week schedule, report
 m          overflow switch: mode, reason, expiry, then each gateway's answer
 x          demo only: traffic x3 for 60 s
@@ -25,12 +26,13 @@ f          demo only: fault menu for the chosen replica (d down, r restart,
            s slow, e /metrics 500, h hang, g garbage; again clears; c clear
            the replica, a clear all). --read-only dims x and f.
 Filters: a column, an operator and a value, or any text to match a name,
-state or URL:  kv>0.9   kv>=90%   wait>=1   state=down   name~gpu-3
-Columns: name state rps prompt gen run wait kv preempt ttft50 ttft tpot
-e2e queue prefix. An unknown value (shown as –) matches no comparison.
+state or URL:  KV>=90%  TTFT95>0.3  out t/s<100  state=down  name~gpu-3
+Columns: by title, as the header shows them (any case), or name rps prompt
+gen preempt ttft tpot e2e queue. An unknown value (–) matches no comparison.
 Rows: ✖ CRIT ▲ WARN ● info (flags) · … pend (a condition inside its minimum
 duration) · ! over (a cell over its limit) · ✓ ok · ? unknown. A cell over
 its target or threshold is coloured and followed by !.
+Header: narrow, it leaves out the least urgent; overflow bq: bounded queue.
 """
 
 # `capcon replay`: the replay keys instead of the live ones (poll, interval, demo keys are off).
@@ -46,7 +48,8 @@ s          sort menu (a key each)  r      reverse the sort
 /          filter rows             Esc    clear the filter
 ↑ ↓ or j k choose a replica        Enter  its every figure
 Tab        to the flags panel and back
-o          overview of all fleets  w      save an SVG screenshot
+o          overview: several fleets, when the history holds them
+w          save an SVG screenshot into capcon's data folder (path in notice)
 P          the plan                ?      this help (Esc closes)
 """ + HELP[HELP.index("Filters:") :]
 
@@ -58,6 +61,9 @@ class HelpScreen(ModalScreen):
     ]
 
     def compose(self):
-        with ConsoleScroll(id="help"):
-            replaying = isinstance(self.app.driver, ReplayDriver)  # type: ignore[attr-defined] - a ConsoleApp
-            yield Static(REPLAY_HELP if replaying else HELP, markup=False)
+        replaying = isinstance(self.app.driver, ReplayDriver)  # type: ignore[attr-defined] - a ConsoleApp
+        # The first line titles the box: one more line of keys fits 80x24.
+        title, _, keys = (REPLAY_HELP if replaying else HELP).partition("\n")
+        with ConsoleScroll(id="help") as box:
+            box.border_title = title
+            yield Static(keys.rstrip("\n"), markup=False)

@@ -8,7 +8,7 @@ from textual.widgets import Footer, Static
 from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.fleet_screen import FleetScreen
 from console.tui.widgets.console_header import ConsoleHeader
-from console.tui.widgets.fleet_line import HEADER, FleetLine
+from console.tui.widgets.fleet_line import HEADER, NAME_MIN, FleetLine, overview_header, overview_names
 from console.tui.widgets.scroll import ConsoleScroll
 
 
@@ -22,6 +22,7 @@ class OverviewScreen(ConsoleScreen):
     def __init__(self) -> None:
         super().__init__()
         self.selected = 0
+        self._name_width = NAME_MIN
 
     def compose(self):
         yield ConsoleHeader()
@@ -33,8 +34,19 @@ class OverviewScreen(ConsoleScreen):
 
     def draw(self) -> None:
         self.query_one(ConsoleHeader).show(self.app.header_info(None))
+        fleets = self.query_one("#fleets", ConsoleScroll)
+        # The lines' width, less a scrollbar when there is one; before the first layout, the screen's.
+        width = fleets.scrollable_content_region.width or self.size.width
+        name_width, labels = overview_names([h.name for h in self.app.fleets], width)
+        if name_width != self._name_width:  # drawn each second: the heading changes only with the width
+            self._name_width = name_width
+            self.query_one("#overview-header", Static).update(overview_header(name_width))
         for line in self.query(FleetLine):
-            line.show(self.app.views[line.index], selected=line.index == self.selected)
+            label = labels[self.app.fleets[line.index].name]
+            line.show(self.app.views[line.index], line.index == self.selected, label, name_width)
+
+    def on_resize(self) -> None:
+        self.redraw()
 
     def action_move(self, step: int) -> None:
         self.selected = max(0, min(len(self.app.fleets) - 1, self.selected + step))

@@ -7,38 +7,22 @@ import time
 from rich.text import Text
 
 from console.fleet import format as fmt
-from console.fleet.flags import Flag, Pending, Thresholds, asks_for_overflow
+from console.fleet.flags import Flag, Pending, Thresholds, asks_for_overflow, flag_title
 from console.fleet.judge import fixed_words
 from console.text import printable
 from console.tui.widgets.diff_text import DiffText
 from console.tui.widgets.table_row import BADGES
 
-TITLES = {
-    "saturation": "saturated",
-    "replica_down": "replica down",
-    "replica_stale": "stale figures",
-    "replica_restarted": "replica restarted",
-    "latency_drift": "latency drift",
-    "slo_breach_ttft": "SLO breach: TTFT",
-    "slo_breach_tpot": "SLO breach: TPOT",
-    "slo_breach_e2e": "SLO breach: end-to-end",
-    "above_plan": "load over plan",
-    "n_plus_1_at_risk": "N+1 at risk",
-    "workload_drift_input": "workload drift: input",
-    "workload_drift_output": "workload drift: output",
-    "schedule_lag": "behind the schedule",
-    "scale_up_due": "scale-up due",
-    "source_error": "source unreachable",
-}
-
-
 # A flag or a pending rule over many replicas names this many (worst first, then oldest) and counts the rest: at
 # 10,000 replicas the panel's wrapped list of every name cost half a second a refresh, for lines nobody reads.
 NAMED_SUBJECTS = 12
+# A grouped flag's why gives this many replicas' own figures and counts the rest: the first replica's why alone read
+# as if it held for all of them.
+NAMED_WHYS = 3
 
 
 def title(flag: Flag) -> str:
-    return TITLES.get(flag.kind, flag.kind)
+    return flag_title(flag.kind)
 
 
 def _since(flag: Flag, now: float) -> tuple[str, str]:
@@ -161,7 +145,7 @@ def pack(phrases: list[str], width: int, indent: int = 2) -> list[str]:
 
 
 def title_of(kind: str) -> str:
-    return TITLES.get(kind, kind)
+    return flag_title(kind)
 
 
 def _grouped(flags: tuple[Flag, ...], now: float):
@@ -174,6 +158,37 @@ def _grouped(flags: tuple[Flag, ...], now: float):
         subjects = ", ".join(f.subject for f in group[:NAMED_SUBJECTS])
         if len(group) > NAMED_SUBJECTS:
             subjects += f" and {len(group) - NAMED_SUBJECTS:,} more"
-        why = first.why + (f" (and {len(group) - 1} more)" if len(group) > 1 else "")
         oldest = min(group, key=lambda f: f.since)
-        yield (first.severity, title(first), subjects, _since(oldest, now), why, first.todo)
+        yield (first.severity, title(first), subjects, _since(oldest, now), grouped_why(group), grouped_todo(group))
+
+
+def _own(flag: Flag, words: str) -> str:
+    """Words about one replica, led by its name unless they already start with it."""
+    return words if words.startswith(flag.subject) else f"{flag.subject}: {words}"
+
+
+def grouped_why(group: list[Flag]) -> str:
+    """Why a flag over several replicas holds: each named replica's own figures, then how many more."""
+    if len(group) == 1:
+        return group[0].why
+    if all(f.why == group[0].why for f in group):  # the same figures on each: said once, as true of all
+        return f"all {len(group):,}: {group[0].why}"
+    whys = [_own(f, f.why) for f in group[:NAMED_WHYS]]
+    if len(group) > NAMED_WHYS:
+        whys.append(f"+{len(group) - NAMED_WHYS:,} more")
+    return "; ".join(whys)
+
+
+def grouped_todo(group: list[Flag]) -> str:
+    """What to do: the rule's advice when it is the same for every replica, else each advice with its replicas."""
+    todos: dict[str, list[Flag]] = {}
+    for flag in group:
+        todos.setdefault(flag.todo, []).append(flag)
+    if len(todos) == 1:
+        return group[0].todo
+    said = []
+    for todo, flags in todos.items():
+        names = ", ".join(f.subject for f in flags[:NAMED_WHYS])
+        more = f" and {len(flags) - NAMED_WHYS:,} more" if len(flags) > NAMED_WHYS else ""
+        said.append(f"{names}{more}: {todo}")
+    return " ".join(said)
