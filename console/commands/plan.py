@@ -312,6 +312,7 @@ def _exported(args) -> str:
     """--format keda or json of every file's schedule: YAML documents one after another, or one JSON value."""
     year = time.gmtime().tm_year  # the zone's daylight-saving dates are looked up from this year on
     documents, plans = [], []
+    flat: list[str] = []  # plans that need no ScaledObject, in words
     for path in args.file:
         plan = load_plan(path)
         plans.append(plan)
@@ -320,28 +321,38 @@ def _exported(args) -> str:
             documents.append(schedule_document(plan, week, year))
             continue
         url = args.prometheus or (plan.fleet.prometheus_url if plan.fleet else None)
-        if not url:
-            raise UserError(
-                f"{path}: --format keda needs the Prometheus its load trigger queries; expected fleet.prometheus_url "
-                "in the plan or --prometheus URL"
-            )
-        _check_server_address(url)
-        documents.append(
-            scaled_object(
-                plan,
-                week,
-                first_year=year,
-                prometheus_url=url,
-                deployment=args.deployment,
-                max_replicas=args.max_replicas,
-            )
+        if url:
+            _check_server_address(url)
+        scaled = scaled_object(
+            plan,
+            week,
+            first_year=year,
+            prometheus_url=url or None,
+            deployment=args.deployment,
+            max_replicas=args.max_replicas,
         )
+        if not scaled["spec"]["triggers"]:
+            # KEDA refuses an object without a trigger, and a flat week needs no scaler: say what to run instead.
+            replicas = scaled["spec"]["minReplicaCount"]
+            flat.append(
+                f"# {plan.name}: the schedule is flat ({replicas} replicas every hour of the week) and no Prometheus "
+                f"is named, so KEDA has nothing to scale on: run the Deployment at {replicas} replicas, or give "
+                "--prometheus URL to scale on the live load.\n"
+            )
+            continue
+        if not url:
+            # The schedule alone still scales the fleet; the load trigger waits for an address to query.
+            print(
+                f"capcon plan: {path}: no Prometheus (fleet.prometheus_url or --prometheus URL): the ScaledObject "
+                "holds the schedule's cron triggers only, without the load trigger",
+                file=sys.stderr,
+            )
+        documents.append(scaled)
     if args.format == "json":
         body = documents[0] if len(documents) == 1 else {"schedules": documents}
         return json.dumps(body, indent=2, allow_nan=False) + "\n"
-    return "".join(estimate_comment(plan) for plan in plans) + yaml.safe_dump_all(
-        documents, sort_keys=False, width=1_000_000, allow_unicode=True
-    )
+    objects = yaml.safe_dump_all(documents, sort_keys=False, width=1_000_000, allow_unicode=True) if documents else ""
+    return "".join(estimate_comment(plan) for plan in plans) + "".join(flat) + objects
 
 
 def _write(text: str) -> None:

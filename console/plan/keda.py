@@ -164,6 +164,11 @@ def kubernetes_name(text: str) -> str:
     return name or "capcon"
 
 
+NO_LOAD_TRIGGER = (
+    "left out: no Prometheus to query the live load (set fleet.prometheus_url in the plan, or give --prometheus URL)"
+)
+
+
 def load_query(plan: Plan) -> str:
     """The fleet's request rate as the rule file records it, plus the spare replicas' worth: N+1 on the live load."""
     spare = plan.redundancy * plan.capacity.rps_per_replica
@@ -176,11 +181,12 @@ def scaled_object(
     schedule: Schedule,
     *,
     first_year: int,
-    prometheus_url: str,
+    prometheus_url: str | None,
     deployment: str | None = None,
     max_replicas: int | None = None,
 ) -> dict:
-    """A KEDA ScaledObject (keda.sh/v1alpha1) for the plan's Deployment."""
+    """A KEDA ScaledObject (keda.sh/v1alpha1) for the plan's Deployment. Without `prometheus_url` it holds the
+    schedule's cron triggers alone: the load trigger (N+1 on the live load) needs a Prometheus to query."""
     floor, found = windows(schedule, plan.timezone, first_year)
     peak = max(map(max, schedule.replicas_by_hour))
     triggers: list[dict] = []
@@ -196,19 +202,22 @@ def scaled_object(
             },
         }
         triggers.append(trigger)
-    triggers.append(
-        {
-            "type": "prometheus",
-            "name": "above-plan",
-            "metadata": {
-                "serverAddress": prometheus_url,
-                "query": load_query(plan),
-                "threshold": repr(plan.capacity.rps_per_replica),
-            },
-        }
-    )
+    if prometheus_url is not None:
+        triggers.append(
+            {
+                "type": "prometheus",
+                "name": "above-plan",
+                "metadata": {
+                    "serverAddress": prometheus_url,
+                    "query": load_query(plan),
+                    "threshold": repr(plan.capacity.rps_per_replica),
+                },
+            }
+        )
     name = kubernetes_name(plan.name)
     notes = {f"capcon.io/{_trigger_name(plan, w)}": w.note for w in found if w.note}
+    if prometheus_url is None:
+        notes["capcon.io/above-plan"] = NO_LOAD_TRIGGER
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",

@@ -232,7 +232,6 @@ def test_json_format_holds_the_same_windows_as_the_triggers(capcon):
     [
         (("--format", "keda"), "--format keda: needs --schedule"),
         (("--schedule", "--format", "json", "--json"), "choose one"),
-        (("--schedule", "--format", "keda"), "expected fleet.prometheus_url in the plan or --prometheus URL"),
         (("--prometheus", "http://p:9090"), "--prometheus: only with --format keda"),
         (("--schedule", "--format", "keda", "--prometheus", "http://p", "--max-replicas", "0"), "--max-replicas 0"),
         (("--schedule", "--format", "keda", "--prometheus", "ftp://p"), "not an http(s) URL"),
@@ -321,3 +320,19 @@ def test_a_start_inside_the_hour_the_clocks_repeat_moves_to_the_minute_before(ca
         differ = replay(scaled, figures["replicas_by_hour"], 0, "America/New_York", monday)
         assert all(got > want for _, got, want in differ), (monday, differ[:3])
         assert len([when for when, *_ in differ if "T00:59:30" in when]) == len(differ) <= 2, differ
+
+
+def test_without_a_prometheus_the_object_holds_the_schedule_alone_and_says_so(capcon):
+    code, out, err = capcon("plan", PLANS / "internal-assistant-18rps.yaml", "--schedule", "--format", "keda")
+    assert code == 0 and err.count("\n") == 1 and "without the load trigger" in err
+    [scaled] = yaml.safe_load_all(out)
+    triggers = scaled["spec"]["triggers"]
+    assert triggers and {t["type"] for t in triggers} == {"cron"}
+    assert "no Prometheus" in scaled["metadata"]["annotations"]["capcon.io/above-plan"]
+
+
+def test_a_flat_week_without_a_prometheus_says_what_to_run_instead_of_an_empty_object(capcon):
+    code, out, err = capcon("plan", PLANS / "assistant-70b.yaml", "--schedule", "--format", "keda")
+    assert code == 0 and err == ""
+    assert list(yaml.safe_load_all(out)) == []
+    assert out.startswith("# assistant-70b: the schedule is flat (2 replicas every hour of the week)")
