@@ -12,7 +12,7 @@ from console.fleet.flags import flag_title
 from console.fleet.view_json import fleet_view_json
 from console.metrics.figures import ANSWERING, FLEET_TOTAL, FleetFigures
 from console.store import json_out
-from console.text import printable
+from console.text import PIECE_CHARACTERS, bounded_line, printable
 from console.when import iso_when
 
 BADGES = {"critical": "✖ CRIT", "warning": "▲ WARN", "info": "● info"}  # as the console shows them
@@ -107,4 +107,4 @@ def render_table(figures: FleetFigures, width: int | None = None) -> str:
         notes.append(f"{FLEET_TOTAL}: {figures.fleet.error}")
     if figures.source_error:
         notes.append(f"source: {figures.source_error}")
-    return "\n".join(out + [printable(note) for note in notes])
+    return "\n".join(out + [bounded_line(note, PIECE_CHARACTERS) for note in notes])

@@ -127,6 +127,14 @@ class ReplicaSample:
 # rate, a percentile, a flag, the history file or JSON. Figures computed elsewhere (Prometheus'
 # answers) are held to the same rule by `console.metrics.figures.vetted_figures`.
 
+
+def listed(items: Sequence[str], most: int = 8) -> str:
+    """Names in a reason, a long list summarised with a count: '0, 1, 2, 3, 4, 5, 6, 7 and 5,992 more'."""
+    if len(items) <= most:
+        return ", ".join(items)
+    return f"{', '.join(items[:most])} and {len(items) - most:,} more"
+
+
 KV_SLACK = 1e-6
 _INF = math.inf
 # Requests one replica can hold, running or waiting: vLLM's max_num_seqs is in the hundreds to a few thousand and
@@ -461,7 +469,7 @@ def _check_whole(
     every = set().union(*engines.values()) if engines else set()
     for canonical, seen in engines.items():
         if seen != every:
-            missing = ", ".join(sorted(every - seen))
+            missing = listed(sorted(every - seen))
             raise IncompletePage(
                 f"{wire_name(canonical)}: no series for engine {missing}, which the page's other families have: page cut short"
             )
@@ -500,9 +508,9 @@ def process_change(older: ReplicaSample, newer: ReplicaSample) -> str:
     if older.start_time is not None and newer.start_time is not None and newer.start_time != older.start_time:
         return "new process start time"
     if older.model_names and newer.model_names and older.model_names != newer.model_names:
-        return f"model {', '.join(older.model_names)} -> {', '.join(newer.model_names)}"
+        return f"model {listed(older.model_names)} -> {listed(newer.model_names)}"
     if older.engines and newer.engines and older.engines != newer.engines:
-        return f"engines {', '.join(older.engines)} -> {', '.join(newer.engines)}"
+        return f"engines {listed(older.engines)} -> {listed(newer.engines)}"
     for engine, tokens in older.kv_capacity_tokens_by_engine.items():
         later = newer.kv_capacity_tokens_by_engine.get(engine)
         if later is not None and later != tokens:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -416,3 +416,25 @@ def test_a_fleets_request_counts_may_hold_every_replicas_worth_but_no_more():
     assert [r.running for r in vetted.replicas] == [9e6, 9e6, 9e6]
     assert vetted.fleet.running == 2.7e7  # three replicas' worth
     assert vetted.fleet.waiting is None and "more requests than 3 replicas can hold" in vetted.fleet.error
+
+
+def test_a_long_engine_list_in_a_reason_is_summarised_with_a_count():
+    engines = 6_000
+    page = "".join(f'vllm:num_requests_running{{engine="{i}",model_name="m"}} 1\n' for i in range(engines))
+    page += 'vllm:num_requests_waiting{engine="0",model_name="m"} 0\n'
+    with pytest.raises(ParseError) as cut:
+        sample_from_page(parse(page, FAMILIES), 1.0)
+    reason = str(cut.value)
+    assert "no series for engine 1, 10, 100, 1000, 1001, 1002, 1003, 1004 and 5,991 more" in reason
+    assert len(reason) < 300
+
+
+def test_another_set_of_many_engines_is_a_restart_said_in_a_line():
+    older = replace(sample_from_page(parse(LATER, FAMILIES), 1.0), engines=tuple(str(i) for i in range(6_000)))
+    newer = replace(older, engines=tuple(str(i) for i in range(1, 6_001)))
+    reason = restart_reason(older, newer)
+    assert (
+        restarted(older, newer)
+        and reason.startswith("engines 0, 1, 2, 3, 4, 5, 6, 7 and 5,992 more -> 1, 2, 3")
+        and len(reason) < 200
+    )
