@@ -219,6 +219,7 @@ def raw_sample_before(store: Store, name: str, at: float) -> ReplicaSample:
     raise AssertionError(f"no answered sample of {name} in the five minutes before {at}")
 
 
+@pytest.mark.slow  # three days of samples to build first: a long run
 def test_old_raw_samples_become_minutes_with_the_last_sample_and_the_peaks(history):
     cutoff = NOW - 48 * HOUR
     raw_before = count(history, "samples")
@@ -259,6 +260,7 @@ def test_old_raw_samples_become_minutes_with_the_last_sample_and_the_peaks(histo
     assert fully_down == 24 * 2, "r2's wholly-down minutes stay visible as down"
 
 
+@pytest.mark.slow  # three days of samples to build first: a long run
 def test_rates_and_percentiles_over_an_hour_are_the_same_from_minutes_as_from_raw_samples(history):
     # Hours of the first day, including the one with r1's restart; each compared replica by replica.
     hours = [T0 + h * HOUR for h in (1, 6, 7, 15, 22)]
@@ -283,6 +285,7 @@ def test_rates_and_percentiles_over_an_hour_are_the_same_from_minutes_as_from_ra
     assert restarts == 1, "r1's restart shows between the rollups around it, as between the raw samples"
 
 
+@pytest.mark.slow  # three days of samples to build first: a long run
 def test_a_restart_inside_a_minute_leaves_the_new_process_as_the_minutes_last_sample(history):
     apply_retention(history, NOW, Retention())
     rows = minute_rows(history)
@@ -293,6 +296,7 @@ def test_a_restart_inside_a_minute_leaves_the_new_process_as_the_minutes_last_sa
     assert during.counters["requests"] < previous.counters["requests"] or during.start_time != previous.start_time
 
 
+@pytest.mark.slow  # three days of samples to build first: a long run
 def test_old_rollups_flag_events_and_events_go_and_the_retention_is_remembered(history):
     apply_retention(history, NOW, Retention())
     assert (
@@ -310,6 +314,7 @@ def test_old_rollups_flag_events_and_events_go_and_the_retention_is_remembered(h
     assert retention_in_force(Store.open(history.path, read_only=True)) == shorter
 
 
+@pytest.mark.slow  # three days of samples to build first: a long run
 def test_running_it_twice_changes_nothing(history):
     apply_retention(history, NOW, Retention(minutes_seconds=60 * HOUR))
     snapshot = {
@@ -328,6 +333,7 @@ def test_running_it_twice_changes_nothing(history):
     assert history.connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
+@pytest.mark.slow  # three days of samples to build first: a long run
 def test_work_is_done_an_hour_at_a_time_and_a_bounded_call_resumes(history, tmp_path):
     first = apply_retention(history, NOW, Retention(), max_chunks=1)
     assert not first.finished
@@ -340,6 +346,7 @@ def test_work_is_done_an_hour_at_a_time_and_a_bounded_call_resumes(history, tmp_
     assert history.connection.execute("SELECT min(at) FROM polls").fetchone()[0] >= NOW - 48 * HOUR
 
 
+@pytest.mark.slow  # three days of samples to build first: a long run
 def test_a_reader_sees_consistent_data_while_retention_runs(history):
     reader = Store.open(history.path, read_only=True)
     seen = []
