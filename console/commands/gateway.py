@@ -48,6 +48,7 @@ examples:
 
 MAX_INSTANCES = 1000
 MAX_BODY_BYTES = 64 * 1024 * 1024
+MAX_RESPONSE_BYTES = 1024 * 1024 * 1024
 MIN_TOKEN_LENGTH = 16
 
 
@@ -224,6 +225,16 @@ def add_parser(sub):
         default=4 * 1024 * 1024,
         metavar="N",
         help="largest request body; bigger ones get 413 (default 4 MiB)",
+    )
+    parser.add_argument(
+        "--max-response-bytes",
+        type=_number(int, 1024, MAX_RESPONSE_BYTES),
+        default=64 * 1024 * 1024,
+        metavar="N",
+        help="largest answer the gateway reads whole: a replica's non-stream answer (a bigger one is a 502), "
+        "a hosted answer or one event of a hosted stream (a bigger one falls back to the bounded queue, or "
+        "ends the stream begun in an error event), a model list (default 64 MiB; streams from replicas are "
+        "passed on as they come, whatever their length)",
     )
     parser.add_argument(
         "--upstream-timeout",
@@ -440,6 +451,7 @@ def build_config(args):
         drain_timeout=args.drain_timeout,
         max_body_bytes=args.max_body_bytes,
         upstream_timeout=args.upstream_timeout,
+        max_response_bytes=args.max_response_bytes,
         fleet_name=fleet,
         history=history,
         prometheus_url=prometheus_url,

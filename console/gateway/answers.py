@@ -6,6 +6,8 @@ import json
 
 from aiohttp import web
 
+from console.gateway import bounded_json
+
 # OpenAI's error types by status; the code says which refusal it was, the message says why in words.
 _TYPES = {
     400: "invalid_request_error",
@@ -58,8 +60,8 @@ def error(
 def normalized_upstream_error(status: int, body: bytes) -> tuple[str, str, str | None]:
     """(message, code, param) from a replica's or vLLM's error body, whatever its shape."""
     try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        data = bounded_json.loads(body)  # 64 KB of `[` is a replica's answer too: never a RecursionError
+    except ValueError:
         data = None
     if isinstance(data, dict):
         inner = data.get("error") if isinstance(data.get("error"), dict) else data
@@ -69,8 +71,18 @@ def normalized_upstream_error(status: int, body: bytes) -> tuple[str, str, str |
             param = inner.get("param")
             return (
                 message[:2000],
-                str(code) if code is not None else f"upstream_{status}",
+                str(code)[:100] if code is not None else f"upstream_{status}",
                 param if isinstance(param, str) else None,
             )
     text = body[:500].decode("utf-8", "replace").strip()
     return (f"the replica answered {status}" + (f": {text}" if text else ""), f"upstream_{status}", None)
+
+
+def stream_error_event(message: str) -> bytes:
+    """The last event of a stream whose upstream broke off: an error the client sees, and no `data: [DONE]`.
+
+    OpenAI's own streams end a failure this way; a client that stops at [DONE] would otherwise take the
+    answer cut short for a whole one.
+    """
+    error = {"error": {"message": message, "type": "upstream_error", "code": 502}}
+    return b"data: " + json.dumps(error, separators=(",", ":")).encode() + b"\n\n"

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from console.gateway.bounded_json import DEFAULT_MAX_RESPONSE_BYTES
 from console.overflow.policy import Policy
 from console.targets import TARGET_EXPECTED, masked_target, target_metrics_url
 
@@ -24,13 +25,14 @@ MAX_TARGETS = 1024
 
 @dataclass(frozen=True)
 class GatewayConfig:
-    targets: tuple[str, ...]  # replica base URLs, http://host:port
+    # Replica base URLs, http://host:port; one may hold user:password, so neither they nor the hosted URL are in repr.
+    targets: tuple[str, ...] = field(repr=False)
     plan_policy: Policy
     planned_cap: int | None = None  # in flight per replica in the queueing modes (the planner's concurrency)
     listen: tuple[str, int] = DEFAULT_LISTEN
     admin: tuple[str, int] | None = None  # None: no admin listener
     admin_token: str | None = field(default=None, repr=False)
-    hosted_url: str | None = None
+    hosted_url: str | None = field(default=None, repr=False)
     hosted_models: Mapping[str, str] = field(default_factory=dict)  # local model -> hosted model ("*": any)
     hosted_key: str | None = field(default=None, repr=False)
     hosted_price_per_million: float | None = None
@@ -44,6 +46,8 @@ class GatewayConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY
     connect_timeout: float = 3.0
     upstream_timeout: float = 600.0  # longest silence from a replica inside one answer
+    # Largest answer read whole (a non-stream answer, a hosted one, a model list, one hosted stream event).
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     fleet_name: str = "gateway"
     # Replicas named by Prometheus instead of `targets` (console/gateway/discovery.py); the URL may hold a password.
     prometheus_url: str | None = field(default=None, repr=False)

@@ -9,12 +9,14 @@ now. The answer is carried out here:
   handler (aiohttp's handler cancellation), which closes the upstream connection, so the
   replica aborts the request and frees its KV. A replica that refuses the connection is marked
   unhealthy (the request never reached it, so it is decided again) and retried by the health
-  checks.
+  checks. One that breaks off once its answer began (reset, closed, silent) is a failure the
+  client sees: a stream ends in an error event with no [DONE], a whole answer is a 502.
 - Wait: one FIFO queue with an absolute deadline per request (a timer answers 503 when it
   passes), and a batch queue for held deferrable work. Whenever a lease ends, a policy switches
   or a replica comes back, the head of the queue goes to `least_loaded`.
 - Hosted: the request goes to the hosted endpoint; if that fails before anything was sent to
-  the client, the request is decided again under the bounded queue.
+  the client (a 200 that is no completion included), the request is decided again under the
+  bounded queue.
 - Refuse: an OpenAI-style error with Retry-After, at once.
 
 The replica set may change at run time (a Prometheus-sourced fleet, `set_replicas`): in one
@@ -42,10 +44,12 @@ from datetime import UTC, datetime
 import aiohttp
 from aiohttp import web
 
-from console.gateway import answers
+from console.gateway import admin_input, answers, bounded_json, credentials
+from console.gateway.bounded_json import Unreadable
 from console.gateway.config import GatewayConfig
 from console.gateway.discovery import Discovery, DiscoveryError
 from console.gateway.drain import DrainMeter
+from console.gateway.sse import EventRelay
 from console.gateway.telemetry import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from console.gateway.telemetry import OUTCOMES, Telemetry
 from console.overflow.admission import (
@@ -92,6 +96,8 @@ class Replica:
 
     __slots__ = (
         "answered",
+        "authorization",
+        "base",
         "checks",
         "healthy",
         "in_flight",
@@ -107,6 +113,8 @@ class Replica:
         self.url = url
         # As shown in logs, /admin/state and /metrics labels: never a `user:password@` or a `?token=`.
         self.name = redact_url(url).split("://", 1)[-1]
+        # Requests go to the bare address with the target's credentials as a header (credentials.py).
+        self.base, self.authorization = credentials.split(url)
         self.in_flight = 0
         self.healthy = True  # until a check or a refused connection says otherwise
         self.models: frozenset[str] = frozenset()
@@ -149,6 +157,8 @@ class Gateway:
             raise ValueError("hosted mode without a hosted endpoint")
         self.config = config
         self.clock = clock
+        self._hosted_base, url_credentials = credentials.split(config.hosted_url) if config.hosted_url else ("", None)
+        self._hosted_authorization = credentials.hosted_authorization(config.hosted_key, url_credentials)
         self.plan_policy = config.plan_policy
         if not self.plan_policy.set_at:
             self.plan_policy = replace(self.plan_policy, set_at=clock())
@@ -433,7 +443,13 @@ class Gateway:
     def switch(self, body: object) -> tuple[Policy, Policy]:
         """Apply an admin switch (PUT /admin/policy body); PolicyError naming the field if it cannot be."""
         old = self.policy()
-        new = parse_switch(body, self.plan_policy, self.clock())
+        admin_input.screen(body)
+        try:
+            new = parse_switch(body, self.plan_policy, self.clock())
+        except (OverflowError, TypeError, RecursionError) as problem:
+            # Not reached after the screen; kept so that no JSON value can make a switch a 500. The policy is
+            # pure, so nothing has changed yet.
+            raise PolicyError("body", f"not a switch this gateway can apply ({type(problem).__name__})") from None
         if new.mode == "hosted" and not self.config.hosted_url:
             raise PolicyError("mode", "hosted is refused: this gateway has no hosted endpoint (--hosted-url)")
         if new.mode != "pass" and cap_of(new, self.config.planned_cap) is None:
@@ -642,20 +658,25 @@ class Gateway:
 
     async def _check(self, replica: Replica, quiet: bool = False) -> None:
         timeout = aiohttp.ClientTimeout(total=self.config.health_timeout)
+        head = _auth_header(replica.authorization)
+        limit = self.config.max_response_bytes
         problem = ""
         try:
-            async with self._session.get(replica.url + "/health", timeout=timeout) as response:
-                await response.read()
+            async with self._session.get(replica.base + "/health", timeout=timeout, headers=head) as response:
+                await bounded_json.read_body(response, limit)
                 if response.status != 200:
                     problem = f"/health answered {response.status}"
             if not problem and (not replica.models or replica.checks % MODELS_EVERY_CHECKS == 0):
-                async with self._session.get(replica.url + "/v1/models", timeout=timeout) as response:
+                async with self._session.get(replica.base + "/v1/models", timeout=timeout, headers=head) as response:
                     if response.status == 200:
-                        cards = (await response.json(content_type=None)).get("data") or []
+                        listing = bounded_json.loads(await bounded_json.read_body(response, limit))
+                        cards = listing.get("data") if isinstance(listing, dict) else None
                         replica.models = frozenset(
-                            c["id"] for c in cards if isinstance(c, dict) and isinstance(c.get("id"), str)
+                            c["id"]
+                            for c in (cards if isinstance(cards, list) else ())
+                            if isinstance(c, dict) and isinstance(c.get("id"), str)
                         )
-        except (TimeoutError, aiohttp.ClientError, OSError, ValueError, AttributeError) as error:
+        except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as error:  # Unreadable is a ValueError
             problem = _problem(error)
         replica.checks += 1
         if quiet:  # a newcomer, not yet in the rotation: nothing to announce
@@ -830,11 +851,12 @@ class Gateway:
         reached = False
         try:
             headers = {"Content-Type": "application/json", "x-request-id": rid}
-            auth = request.headers.get("Authorization")
+            # The target's own credentials, else the client's header (credentials.py says why).
+            auth = credentials.replica_authorization(replica.authorization, request.headers.get("Authorization"))
             if auth:
                 headers["Authorization"] = auth
             try:
-                upstream = await self._session.post(replica.url + path, data=raw, headers=headers)
+                upstream = await self._session.post(replica.base + path, data=raw, headers=headers)
             except aiohttp.ClientConnectorError as error:
                 replica.refused += 1
                 self._set_health(replica, False, _problem(error))
@@ -855,8 +877,10 @@ class Gateway:
             status = upstream.status
             outcome = "error" if status >= 500 else "local"
             if status != 200:
-                body = await upstream.content.read(UPSTREAM_ERROR_BODY)
-                finished = upstream.content.at_eof()
+                try:
+                    body, finished = await bounded_json.read_head(upstream, UPSTREAM_ERROR_BODY)
+                except (TimeoutError, aiohttp.ClientError, OSError):
+                    body = b""  # its status says enough; the connection is dropped below
                 message, code, param = answers.normalized_upstream_error(status, body)
                 self._answered(outcome, kind)
                 replica.answered += 1
@@ -875,35 +899,91 @@ class Gateway:
             if encoding:
                 head["Content-Encoding"] = encoding
             if not content_type.startswith("text/event-stream"):
-                body = await upstream.read()
+                try:
+                    body = await bounded_json.read_body(upstream, self.config.max_response_bytes)
+                except (TimeoutError, aiohttp.ClientError, OSError, Unreadable) as error:
+                    return self._broke_off(replica, error, rid, kind)
                 finished = True
                 self._answered("local", kind)
                 replica.answered += 1
                 return web.Response(status=200, body=body, headers=head)
-            head["Cache-Control"] = "no-cache"
-            response = web.StreamResponse(status=200, headers=head)
-            self._answered("local", kind)  # counted once the answer starts: it is the one answer
-            replica.answered += 1
-            try:
-                await response.prepare(request)
-                async for chunk in upstream.content.iter_any():
-                    await response.write(chunk)
-                finished = True
-                await response.write_eof()
-            except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as error:
-                log.warning("replica %s broke off a stream: %s", replica.name, _problem(error))
-                try:
-                    await response.write_eof()
-                except (ConnectionError, RuntimeError):
-                    pass
-            except (ConnectionError, RuntimeError):
-                pass  # the client left: closing the upstream (below) aborts the request on the replica
+            response, finished = await self._relay_stream(request, upstream, replica, head, kind)
             return response
         finally:
             if finished:
                 upstream.release()
             else:
                 upstream.close()  # a half-read answer: drop the connection so the replica sees the abort
+
+    async def _relay_stream(
+        self, request, upstream: aiohttp.ClientResponse, replica: Replica, head: dict, kind: str
+    ) -> tuple[web.StreamResponse, bool]:
+        """Pass a replica's stream on; one that breaks off ends in an error event, never as a finished answer.
+
+        The outcome is counted at the stream's end, so a stream is one request under one outcome: local
+        (it ended, or the client left), or upstream_error (the replica reset, closed or went silent).
+        Also says whether the replica's body was read to its end (its connection may be used again).
+        """
+        finished = False
+        head["Cache-Control"] = "no-cache"
+        response = web.StreamResponse(status=200, headers=head)
+        replica.answered += 1
+        relay = EventRelay()
+        outcome = "local"
+        try:
+            await _to_client(response.prepare(request))
+            async for chunk in upstream.content.iter_any():
+                out = relay.feed(chunk)
+                if out:
+                    await _to_client(response.write(out))
+            finished = True
+            rest = relay.rest()
+            if rest:
+                await _to_client(response.write(rest))
+            if not relay.done and _ends_at_close(upstream):
+                # A body that ends where the connection does: a replica that dies mid-stream looks like
+                # a clean end here, so only the stream's own last word ([DONE]) says it was whole.
+                raise aiohttp.ClientPayloadError("the replica closed the connection before the stream's end")
+        except _ClientGone:
+            pass  # the client left: closing the upstream (in _relay) aborts the request on the replica
+        except (TimeoutError, aiohttp.ClientError, OSError) as error:
+            outcome = "upstream_error"
+            self._answered(outcome, kind)
+            log.warning(
+                "replica %s broke off a stream after %d bytes: %s; the client gets an error event, no [DONE]",
+                replica.name,
+                upstream.content.total_bytes,
+                _problem(error),
+            )
+            try:
+                event = answers.stream_error_event(f"the replica broke off the stream ({_problem(error)})")
+                await response.write(relay.before_error() + event)
+                await response.write_eof()
+            except (ConnectionError, RuntimeError):
+                pass  # the client left too
+            return response, False
+        finally:
+            if outcome == "local":  # also when the client left or the handler was cancelled
+                self._answered("local", kind)
+        try:
+            await response.write_eof()
+        except (ConnectionError, RuntimeError):
+            pass
+        return response, finished
+
+    def _broke_off(self, replica: Replica, error: BaseException, rid: str, kind: str) -> web.Response:
+        """A whole answer that broke off (or grew past --max-response-bytes) while it was read: 502."""
+        self._answered("upstream_error", kind)
+        replica.answered += 1
+        log.warning("replica %s broke off an answer: %s; the client gets 502", replica.name, _problem(error))
+        return answers.error(
+            502,
+            f"the replica broke off its answer ({_problem(error)})",
+            "upstream_error",
+            retry_after=self._retry_seconds(),
+            request_id=rid,
+            outcome="upstream_error",
+        )
 
     def _upstream_failed(self, replica: Replica, error: BaseException, rid: str, kind: str) -> web.Response:
         self._answered("error", kind)
@@ -920,11 +1000,16 @@ class Gateway:
     # ------------------------------------------------------------------ hosted
 
     def _hosted_target(self, path: str) -> str:
-        base = self.config.hosted_url.rstrip("/")
+        base = self._hosted_base.rstrip("/")
         return base + path[3:] if base.endswith("/v1") else base + path
 
     async def _hosted(self, request, path, payload: dict, rid: str, kind: str) -> web.StreamResponse | None:
-        """Pass the request to the hosted endpoint; None if it failed before anything reached the client."""
+        """Pass the request to the hosted endpoint; None if it failed before anything reached the client.
+
+        Failing includes answering 200 with something that is not a completion (not JSON, no choices, a
+        stream whose first event is not a chunk): the request falls back as if the call had failed, never
+        a 200 with garbage. A stream that breaks off once begun ends in an error event, as a replica's does.
+        """
         mapping = self.config.hosted_models
         body = dict(payload)
         model = payload.get("model")
@@ -940,8 +1025,8 @@ class Gateway:
                 body["stream_options"] = {**options, "include_usage": True}
                 strip_usage = True  # asked for the count; the client did not want the usage chunk
         headers = {"Content-Type": "application/json", "x-request-id": rid}
-        if self.config.hosted_key:
-            headers["Authorization"] = f"Bearer {self.config.hosted_key}"
+        if self._hosted_authorization:  # the key, else the URL's user:password (credentials.py)
+            headers["Authorization"] = self._hosted_authorization
         try:
             upstream = await self._hosted_session.post(
                 self._hosted_target(path), data=json.dumps(body), headers=headers
@@ -949,7 +1034,9 @@ class Gateway:
         except (TimeoutError, aiohttp.ClientError, OSError) as error:
             log.warning("hosted endpoint failed (%s): the request falls back to the bounded queue", _problem(error))
             return None
+        limit = self.config.max_response_bytes
         response = None
+        counted = False
         finished = False
         try:
             if upstream.status != 200:
@@ -961,40 +1048,78 @@ class Gateway:
                 "x-capcon-outcome": "hosted",
             }
             if not stream:
-                data = await upstream.read()
+                data = await bounded_json.read_body(upstream, limit)
                 finished = True
-                self._count_usage(data)
+                answer = _completion(data)
+                if answer is None:
+                    log.warning(
+                        "hosted endpoint answered 200 without a completion (not JSON with choices): "
+                        "the request falls back to the bounded queue"
+                    )
+                    return None
+                self._count_usage(answer)
                 self._answered("hosted", kind)
+                counted = True
                 return web.Response(status=200, body=data, headers=head)
             head["Cache-Control"] = "no-cache"
             pending = b""
+            checked = False  # the first data event was a completion chunk: only then does the answer start
+            ready: list[bytes] = []
             async for chunk in upstream.content.iter_any():
                 pending = (pending + chunk).replace(b"\r\n", b"\n")
                 *events, pending = pending.split(b"\n\n")
-                out = [e + b"\n\n" for e in events if self._hosted_event(e, strip_usage)]
-                if out:
+                if len(pending) > limit:  # one event that never ends is a body read whole
+                    raise bounded_json.TooLarge(limit)
+                for event in events:
+                    if not checked:
+                        data = _sse_data(event)
+                        if data is not None:
+                            if _completion(data) is None:
+                                log.warning(
+                                    "hosted endpoint's stream did not start with a completion chunk: "
+                                    "the request falls back to the bounded queue"
+                                )
+                                return None
+                            checked = True
+                    if self._hosted_event(event, strip_usage):
+                        ready.append(event + b"\n\n")
+                if checked and ready:
                     if response is None:
                         response = web.StreamResponse(status=200, headers=head)
-                        self._answered("hosted", kind)  # the one answer, from here on
                         await _to_client(response.prepare(request))
-                    await _to_client(response.write(b"".join(out)))
+                    await _to_client(response.write(b"".join(ready)))
+                    ready = []
             finished = True
             if response is None:
                 log.warning("hosted endpoint sent an empty stream: the request falls back to the bounded queue")
                 return None
             if pending.strip():
                 await _to_client(response.write(pending))
+            self._answered("hosted", kind)  # before the end reaches the client, so it is counted when seen
+            counted = True
             await _to_client(response.write_eof())
             return response
         except _ClientGone:
             return response  # the client left; closing the upstream (below) ends the hosted request
-        except (TimeoutError, aiohttp.ClientError) as error:
+        except (TimeoutError, aiohttp.ClientError, OSError, Unreadable) as error:
             if response is None:
                 log.warning("hosted endpoint failed (%s): the request falls back to the bounded queue", _problem(error))
                 return None
-            log.warning("hosted endpoint broke off a stream: %s", _problem(error))
+            self._answered("upstream_error", kind)
+            counted = True
+            log.warning(
+                "hosted endpoint broke off a stream: %s; the client gets an error event, no [DONE]", _problem(error)
+            )
+            try:
+                event = answers.stream_error_event(f"the hosted endpoint broke off the stream ({_problem(error)})")
+                await response.write(event)
+                await response.write_eof()
+            except (ConnectionError, RuntimeError):
+                pass
             return response
         finally:
+            if response is not None and not counted:  # begun, then the client left (or the handler was cancelled)
+                self._answered("hosted", kind)
             if finished:
                 upstream.release()
             else:
@@ -1004,28 +1129,27 @@ class Gateway:
         """Count the usage an SSE event carries; False for the usage-only chunk the client did not ask for."""
         if b'"usage"' not in event:
             return True
-        data = event.partition(b"data:")[2].strip()
+        data = _sse_data(event)
         try:
-            chunk = json.loads(data)
-        except (ValueError, UnicodeDecodeError):
+            chunk = bounded_json.loads(data or b"")
+        except ValueError:
             return True
         if not isinstance(chunk, dict) or not isinstance(chunk.get("usage"), dict):
             return True
         self._add_usage(chunk["usage"])
         return not (strip_usage and not chunk.get("choices"))
 
-    def _count_usage(self, data: bytes) -> None:
-        try:
-            usage = json.loads(data).get("usage")
-        except (ValueError, UnicodeDecodeError, AttributeError):
-            return
+    def _count_usage(self, answer: dict) -> None:
+        usage = answer.get("usage")
         if isinstance(usage, dict):
             self._add_usage(usage)
 
     def _add_usage(self, usage: dict) -> None:
-        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        prompt = prompt if isinstance(prompt, int) and prompt > 0 else 0
-        completion = completion if isinstance(completion, int) and completion > 0 else 0
+        # A figure that is not a whole number from 0 to 1e12 is unknown (0 here): a 400-digit count would
+        # reach /admin/state, the tallies and Prometheus, where no float holds it (OverflowError in every
+        # later switch's tally).
+        prompt = bounded_json.token_count(usage.get("prompt_tokens")) or 0
+        completion = bounded_json.token_count(usage.get("completion_tokens")) or 0
         self.hosted_usage["prompt_tokens"] += prompt
         self.hosted_usage["completion_tokens"] += completion
         self.telemetry.hosted_tokens(prompt, completion, self.config.hosted_price_per_million)
@@ -1037,9 +1161,11 @@ class Gateway:
         for replica in sorted((r for r in self.replicas if r.healthy), key=lambda r: r.in_flight):
             try:
                 async with self._session.get(
-                    replica.url + "/v1/models", timeout=aiohttp.ClientTimeout(total=10)
+                    replica.base + "/v1/models",
+                    timeout=aiohttp.ClientTimeout(total=10),
+                    headers=_auth_header(replica.authorization),
                 ) as upstream:
-                    body = await upstream.read()
+                    body = await bounded_json.read_body(upstream, self.config.max_response_bytes)
                     if upstream.status == 200:
                         return web.Response(
                             status=200,
@@ -1051,7 +1177,7 @@ class Gateway:
                         )
             except aiohttp.ClientConnectorError as error:
                 self._set_health(replica, False, _problem(error))
-            except (TimeoutError, aiohttp.ClientError, OSError):
+            except (TimeoutError, aiohttp.ClientError, OSError, Unreadable):
                 continue
         return answers.error(
             503,
@@ -1122,16 +1248,15 @@ class Gateway:
         if not self._authorized(request):
             return self._unauthorized()
         try:
-            body = json.loads(await request.read())
+            body = bounded_json.loads(await request.read())  # nesting bounded: no reply may recurse past it
         except web.HTTPRequestEntityTooLarge:
             return answers.error(
                 413, f"the body is over {ADMIN_MAX_BODY} bytes", "request_too_large", retry_after=None, param="body"
             )
-        except (ValueError, UnicodeDecodeError, RecursionError):
+        except (ValueError, UnicodeDecodeError, RecursionError) as problem:
             return answers.error(
                 400,
-                "body: not valid JSON; expected a JSON object such as "
-                '{"mode": "pass", "reason": "...", "actor": "..."}',
+                f'body: {problem}; expected a JSON object such as {{"mode": "pass", "reason": "...", "actor": "..."}}',
                 "invalid_policy",
                 retry_after=None,
                 param="body",
@@ -1215,6 +1340,31 @@ async def _to_client(write) -> None:
 def _problem(error: BaseException) -> str:
     text = redact(str(error)) or type(error).__name__  # client errors often quote the URL, credentials and all
     return f"{type(error).__name__}: {text}"[:300]
+
+
+def _sse_data(event: bytes) -> bytes | None:
+    """The data of one SSE event (its `data:` lines joined), or None for an event without any (a comment)."""
+    lines = [line[5:].removeprefix(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
+    return b"\n".join(lines) if lines else None
+
+
+def _completion(data: bytes) -> dict | None:
+    """A completion (or a stream's chunk) as read from the hosted endpoint: a JSON object with a list of choices."""
+    try:
+        answer = bounded_json.loads(data)
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) and isinstance(answer.get("choices"), list) else None
+
+
+def _ends_at_close(upstream: aiohttp.ClientResponse) -> bool:
+    """Whether the body ends where the connection does (neither a length nor chunks): a break reads as an end."""
+    encoding = upstream.headers.get("Transfer-Encoding", "").lower()
+    return upstream.content_length is None and "chunked" not in encoding
+
+
+def _auth_header(value: str | None) -> dict[str, str] | None:
+    return {"Authorization": value} if value else None
 
 
 def _url_of(runner: web.AppRunner, host: str) -> str:

@@ -1,6 +1,8 @@
 """The gateway's /metrics (Prometheus exposition through prometheus_client): what it decided and why.
 
-    capcon_gateway_requests_total{outcome, class}   local, hosted, rejected, timed_out, deferred, error, invalid
+    capcon_gateway_requests_total{outcome, class}   local, hosted, rejected, timed_out, deferred, error, invalid,
+                                                    upstream_error (a replica or the hosted endpoint broke off an
+                                                    answer already begun: reset, closed, silent, too large)
     capcon_gateway_queue_length{queue}              interactive, batch (read at scrape time)
     capcon_gateway_queue_length_max{queue}          the most ever waiting at once since start
     capcon_gateway_queue_wait_seconds{queue}        time spent waiting, whatever the end (histogram)
@@ -26,7 +28,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from console.overflow.policy import MODES, Policy
 
-OUTCOMES = ("local", "hosted", "rejected", "timed_out", "deferred", "error", "invalid")
+OUTCOMES = ("local", "hosted", "rejected", "timed_out", "deferred", "error", "invalid", "upstream_error")
 CLASSES = ("interactive", "deferrable")
 QUEUES = ("interactive", "batch")
 WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0)

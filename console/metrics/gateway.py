@@ -19,8 +19,9 @@ from console.metrics.vllm import Histogram
 from console.metrics.window import BucketDelta, delta_quantile, histogram_delta, merge_deltas
 
 # The gateway's outcomes (console.gateway.telemetry.OUTCOMES): local is admitted to the fleet, rejected a 429
-# at once (queue full), timed_out a 503 at the queue's deadline, deferred a 429 until off-peak.
-OUTCOMES = ("local", "hosted", "rejected", "timed_out", "deferred", "error", "invalid")
+# at once (queue full), timed_out a 503 at the queue's deadline, deferred a 429 until off-peak, upstream_error an
+# answer a replica or the hosted endpoint broke off after it had begun (the client saw an error event or a 502).
+OUTCOMES = ("local", "hosted", "rejected", "timed_out", "deferred", "error", "invalid", "upstream_error")
 MIXED = "mixed"  # the gateways do not all enforce the same mode
 
 
@@ -114,7 +115,7 @@ def gateway_figures(
         rejected_per_second=outcome["rejected"],
         timed_out_per_second=outcome["timed_out"],
         deferred_per_second=outcome["deferred"],
-        errors_per_second=outcome["error"],
+        errors_per_second=outcome["error"] + outcome["upstream_error"],
         queue_wait_p95_seconds=_observed_quantile(0.95, wait),
         hosted_tokens_per_second=_rate(older.hosted_tokens, newer.hosted_tokens, elapsed),
         hosted_dollars_per_hour=_rate(older.hosted_cost_dollars, newer.hosted_cost_dollars, elapsed) * 3600.0,

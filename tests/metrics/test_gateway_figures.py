@@ -103,3 +103,13 @@ def test_any_two_samples_give_figures_or_unknowns_never_an_error(w1, w2, l1, l2)
     f = gateway_figures("g", sample(0.0, local=l1, waits=sorted(w1)), sample(5.0, local=l2, waits=sorted(w2)))
     for value in (f.admitted_per_second, f.queue_wait_p95_seconds):
         assert value is None or value >= 0
+
+
+def test_answers_broken_off_upstream_count_as_errors_the_clients_saw():
+    older, newer = sample(100.0, local=10), sample(110.0, local=30)
+    older.outcomes.update(error=0.0, upstream_error=0.0)
+    newer.outcomes.update(error=10.0, upstream_error=20.0)
+    f = gateway_figures("g", older, newer)
+    assert f.errors_per_second == pytest.approx(3.0)  # 10 refused before a byte, 20 broken off mid-answer
+    before = sample(100.0, local=10)  # a gateway older than the outcome: nothing to count, never a negative rate
+    assert gateway_figures("g", before, sample(110.0, local=20)).errors_per_second == pytest.approx(0.0)
