@@ -68,6 +68,7 @@ from console.overflow.admission import (
 )
 from console.overflow.clients import is_deferrable_key
 from console.overflow.policy import MAX_QUEUE, Policy, PolicyError, as_json, in_force, parse_switch, summary
+from console.overflow.switch import PARAMETERS as SWITCH_PARAMETERS
 from console.redact import redact, redact_url
 from console.text import printable
 
@@ -466,19 +467,7 @@ class Gateway:
         self.current = new
         self.switches += 1
         now = self.clock()
-        parameters = {
-            k: v
-            for k, v in as_json(new).items()
-            if k
-            in (
-                "max_queue",
-                "max_wait_seconds",
-                "max_inflight_per_replica",
-                "hosted_after_queue",
-                "defer_action",
-                "max_batch_queue",
-            )
-        }
+        parameters = {k: v for k, v in as_json(new).items() if k in SWITCH_PARAMETERS}
         until = f"; until {_iso(new.expires_at)}" if new.expires_at is not None else ""
         shown = " ".join(f"{k}={v}" for k, v in parameters.items())
         log.info(

@@ -12,22 +12,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from console.overflow.policy import MODES
+from console.overflow.switch import PARAMETERS
 
 from .conftest import auth, gateway
 from .fake_upstreams import scripted
 
 pytestmark = pytest.mark.timeout(120)
 
-FIELDS = (
-    "max_queue",
-    "max_wait_seconds",
-    "max_inflight_per_replica",
-    "hosted_after_queue",
-    "defer_action",
-    "max_batch_queue",
-    "actor",
-    "for",
-)
+FIELDS = (*PARAMETERS, "actor", "for")  # the switch's parameters, and who asks for how long
 KNOWN = {"mode", "reason", *FIELDS}
 HUGE = 10**400
 
