@@ -27,6 +27,7 @@ from console.redact import redact, redact_url, secret_name, url_secrets
 from console.sources.prometheus import PrometheusSource
 from console.sources.scrape import ScrapeSource
 from console.targets import targets_from
+from tests.cpu_time import HANG_CPU_SECONDS, cpu_seconds
 from tests.metrics.pages import REPO, V032_SMALL_KV, sample_text
 from tests.sources.servers import closed_port, serve
 
@@ -386,3 +387,19 @@ async def test_a_plan_whose_targets_hold_credentials_is_recorded_without_them(tm
     code, out, err = await capcon("watch", str(path), "--once", "--interval", "0.2", "--db", str(db))
     assert code == 1, err
     assert_nowhere(db, out, err)
+
+
+@given(
+    st.text(alphabet="abcxyz019+.-", min_size=1, max_size=8),
+    st.integers(20_000, 100_000),
+    st.sampled_from(["http://u:pw@h:1/x?token=t", "://", " ftp://a@b", "host:80"]),
+)
+@settings(max_examples=20, deadline=None)
+def test_a_long_run_of_scheme_characters_is_read_in_linear_time(piece, length, tail):
+    """A URL after tens of KB of letters (a hostile gateway's reason, echoed back): each character is not tried as
+    the start of a scheme in turn (100 KB took 14 s of CPU, which a refusal or a status line must never take)."""
+    run = (piece * (length // len(piece) + 1))[:length]
+    started = cpu_seconds()
+    out = redact(run + tail, ["pw-secret-value"])
+    assert cpu_seconds() - started < HANG_CPU_SECONDS / 10
+    assert "pw@" not in out
