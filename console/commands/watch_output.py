@@ -6,6 +6,7 @@ import shutil
 import sys
 import time
 
+from console.ahead.words import forecast_line
 from console.fleet import format as fmt
 from console.fleet.columns import ONCE_COLUMNS
 from console.fleet.flags import flag_title
@@ -40,7 +41,15 @@ def once_lines(figures: FleetFigures, view, with_plan: bool, width: int | None =
     flag would repeat that line."""
     if figures.source_error and not figures.replicas:
         return [printable(f"capcon watch · source {figures.source} · {figures.source_error}")]
-    return [render_table(figures, width), *flag_lines(view, with_plan)]
+    return [render_table(figures, width), *forecast_lines(view), *flag_lines(view, with_plan)]
+
+
+def forecast_lines(view) -> list[str]:
+    """The arrivals ahead, one line under the table; only with a plan (without one there is no capacity to pass,
+    and the two samples of a --once run make no trend worth a line)."""
+    if view is None or view.plan is None or view.forecast is None:
+        return []
+    return [forecast_line(view.forecast)]
 
 
 def flag_lines(view, with_plan: bool) -> list[str]:

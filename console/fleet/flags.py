@@ -23,6 +23,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Literal
 
+from console.ahead.forecast import Forecast
+from console.ahead.words import minutes_words
 from console.fleet.plan_now import PlanNow
 from console.metrics.figures import FAILED, FLEET_TOTAL, SERVING, Figures, FleetFigures, ReplicaState
 
@@ -46,6 +48,7 @@ FLAG_TITLES: dict[str, str] = {
     "workload_drift_output": "workload drift: output",
     "schedule_lag": "behind the schedule",
     "scale_up_due": "scale-up due",
+    "saturation_ahead": "saturation ahead",
     "source_error": "source unreachable",
 }
 
@@ -80,6 +83,9 @@ class Thresholds:
     workload_raise: float = 0.50  # observed mean tokens 50 % away from the plan's
     workload_clear: float = 0.30
     workload_min_duration_seconds: float = 120.0
+    # Saturation ahead rises when the forecast passes the replicas up sooner than the lead time, and clears
+    # once it is this many lead times away or not within the forecast's last horizon.
+    ahead_clear_lead_times: float = 1.5
     down_after_seconds: float = 10.0
     restart_hold_seconds: float = 300.0  # a restart stays on screen this long
 
@@ -91,6 +97,8 @@ class FlagInputs:
     # Fleet p95 TPOT and generation tokens/s `drift_lookback_seconds` ago (from the trends).
     tpot_p95_before: float | None = None
     generation_before: float | None = None
+    # Arrivals ahead and when they pass the replicas up (console.ahead.forecast), from the view.
+    forecast: Forecast | None = None
 
 
 @dataclass(frozen=True)
@@ -532,6 +540,46 @@ def _schedule(replicas: tuple[Figures, ...], plan: PlanNow | None, t: Thresholds
     ]
 
 
+def switch_to(plan: PlanNow) -> str:
+    """The overflow mode to switch to ahead of saturation: the plan's (bounded_queue unless it names another)."""
+    return plan.overflow_mode or "bounded_queue"
+
+
+def _saturation_ahead(inputs: FlagInputs, t: Thresholds) -> Reading | None:
+    """The forecast passes the replicas up sooner than a new replica can start: only the overflow policy is in time.
+
+    Raised when saturation is ahead (more than 0 minutes away: a fleet over capacity now has its saturation
+    and load flags) and sooner than the lead time; an active flag stays while the fleet is over capacity, and
+    clears once saturation is `ahead_clear_lead_times` lead times away or not in sight.
+    """
+    plan, ahead = inputs.plan, inputs.forecast
+    if plan is None or ahead is None or ahead.capacity_rps is None or ahead.lead_time_minutes is None:
+        return None
+    if ahead.rps[0] is None:
+        return None  # no forecast at all: nothing to say
+    minutes, lead = ahead.minutes_to_saturation, ahead.lead_time_minutes
+    if minutes is None:
+        within = max(ahead.horizon_minutes, default=0)
+        why = f"not heading past the {ahead.capacity_rps:.2f} req/s the replicas up carry within {within} min"
+    else:
+        why = (
+            f"forecast passes the {ahead.capacity_rps:.2f} req/s the replicas up carry in {minutes_words(minutes)}; "
+            f"a new replica takes {minutes_words(lead)} to serve"
+        )
+    mode = switch_to(plan)
+    return Reading(
+        "saturation_ahead",
+        FLEET_TOTAL,
+        raise_=minutes is not None and 0 < minutes < lead,
+        clear=minutes is None or minutes >= t.ahead_clear_lead_times * lead,
+        severity="warning",
+        why=why,
+        todo=f"Saturation comes before a new replica can serve: switch the {OVERFLOW_ADVICE} to {mode} now, "
+        f"then add replicas {_see('Above the plan')}.",
+        raise_after=t.min_duration_seconds,
+    )
+
+
 def _source(figures: FleetFigures) -> Reading:
     return Reading(
         "source_error",
@@ -567,6 +615,9 @@ def readings(inputs: FlagInputs, t: Thresholds, tracked: Collection[str] | None 
     found += _load(fleet, figures.replicas, plan, t)
     found += _workload_drift(fleet, plan, t)
     found += _schedule(figures.replicas, plan, t)
+    ahead = _saturation_ahead(inputs, t)
+    if ahead is not None:
+        found.append(ahead)
     return found
 
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
+from console.ahead.forecast import TREND_WINDOW_SECONDS, Forecast, Profile
+from console.ahead.forecast import forecast as forecast_arrivals
 from console.fleet import judge
 from console.fleet.columns import CONSOLE_BY_KEY, CONSOLE_COLUMNS, CONSOLE_NAMES, CellValue, name_form
 from console.fleet.flags import Flag, FlagInputs, FlagState, Pending, Severity, Thresholds, evaluate
@@ -325,6 +327,7 @@ class FleetView:
     comparisons: tuple[Comparison, ...]
     trends: Trends
     flag_state: FlagState = field(default_factory=FlagState)
+    forecast: Forecast | None = None  # arrivals ahead and when they pass the replicas up (console.ahead)
 
     @property
     def flags(self) -> tuple[Flag, ...]:
@@ -379,6 +382,23 @@ def _trend_point(figures: FleetFigures, plan: PlanNow | None) -> TrendPoint:
     )
 
 
+def fleet_forecast(
+    trends: Trends, figures: FleetFigures, plan: PlanNow | None, now: float, profile: Profile | None = None
+) -> Forecast:
+    """Arrivals ahead from the trend ring's request rates, blended with the plan's `profile` (without one,
+    the plan's rps for this hour, flat); saturation against the replicas up x the plan's capacity per replica."""
+    if profile is None and plan is not None:
+        profile = Profile(((0.0, plan.planned_load_rps),))
+    oldest = now - TREND_WINDOW_SECONDS
+    return forecast_arrivals(
+        [(p.at, p.load_rps) for p in trends.points if p.at >= oldest],
+        now,
+        profile if plan is not None else None,
+        capacity_rps=_serving(figures) * plan.rps_per_replica if plan is not None else None,
+        lead_time_minutes=plan.lead_time_seconds / 60.0 if plan is not None else None,
+    )
+
+
 def advance(
     previous: FleetView | None,
     name: str,
@@ -387,16 +407,24 @@ def advance(
     now: float,
     thresholds: Thresholds | None = None,
     trend_span_seconds: float = 600.0,
+    profile: Profile | None = None,
 ) -> FleetView:
-    """The next view: trends and flags carried from `previous`, everything else from these figures."""
+    """The next view: trends and flags carried from `previous`, everything else from these figures.
+
+    `profile`: what the plan expects over the minutes ahead (console.ahead.profile.plan_profile); without
+    it the forecast leans on the plan's rps for this hour alone.
+    """
     thresholds = thresholds or Thresholds()
     trends = previous.trends if previous else Trends(span_seconds=trend_span_seconds)
+    trends_now = trends.add(_trend_point(figures, plan))
+    ahead = fleet_forecast(trends_now, figures, plan, now, profile)
     looked_back = figures.at - thresholds.drift_lookback_seconds
     inputs = FlagInputs(
         figures=figures,
         plan=plan,
         tpot_p95_before=trends.value_at("tpot_p95_seconds", looked_back),
         generation_before=trends.value_at("generation_tokens_per_second", looked_back),
+        forecast=ahead,
     )
     flag_state = evaluate(previous.flag_state if previous else FlagState(), inputs, now, thresholds)
     active, pending = flag_state.active, flag_state.pending
@@ -422,6 +450,7 @@ def advance(
         rows=rows,
         total=total,
         comparisons=compare(figures, plan, thresholds) if plan else (),
-        trends=trends.add(_trend_point(figures, plan)),
+        trends=trends_now,
         flag_state=flag_state,
+        forecast=ahead,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from console.ahead.forecast import HORIZONS_MINUTES, Forecast
 from console.fleet.view import Comparison, FleetView
 from console.metrics.figures import Figures, FleetFigures
 from console.plan.model import DAYS
@@ -101,6 +102,43 @@ def flags_json(view: FleetView | None, iso_time: Callable[[float], str]) -> dict
     return {"active": active, "pending": pending}
 
 
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None or not math.isfinite(value) else round(value, digits)
+
+
+def forecast_json(forecast: Forecast | None) -> dict:
+    """Arrivals ahead (console.ahead.forecast): the same keys whether or not there is a forecast, unknown as null.
+
+    `trend_samples` says how many request-rate samples the trend rests on (`--once` has one or two, so the
+    forecast leans on the plan); `basis` says what it blends: "trend+plan", "trend" (no plan), "plan" (no
+    samples) or "none".
+    """
+    if forecast is None:
+        nothing = [None] * len(HORIZONS_MINUTES)
+        return {
+            "horizon_minutes": list(HORIZONS_MINUTES),
+            "rps": nothing,
+            "rps_low": nothing,
+            "rps_high": nothing,
+            "minutes_to_saturation": None,
+            "lead_time_minutes": None,
+            "capacity_rps": None,
+            "trend_samples": 0,
+            "basis": "none",
+        }
+    return {
+        "horizon_minutes": list(forecast.horizon_minutes),
+        "rps": [_rounded(v, 3) for v in forecast.rps],
+        "rps_low": [_rounded(v, 3) for v in forecast.rps_low],
+        "rps_high": [_rounded(v, 3) for v in forecast.rps_high],
+        "minutes_to_saturation": _rounded(forecast.minutes_to_saturation, 2),
+        "lead_time_minutes": _rounded(forecast.lead_time_minutes, 2),
+        "capacity_rps": _rounded(forecast.capacity_rps, 3),
+        "trend_samples": forecast.trend_samples,
+        "basis": forecast.basis,
+    }
+
+
 def fleet_view_json(
     figures: FleetFigures, view: FleetView | None, plan_file: str | None, iso_time: Callable[[float], str]
 ) -> dict:
@@ -124,4 +162,5 @@ def fleet_view_json(
         "fleet": figures_json(figures.fleet),
         "comparisons": [comparison_json(c) for c in view.comparisons] if view is not None else [],
         "flags": flags_json(view, iso_time),
+        "forecast": forecast_json(view.forecast if view is not None else None),
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Protocol
 
+from console.ahead.profile import plan_profile
 from console.fleet.flags import changes
 from console.fleet.view import FleetView, advance
 from console.live.handle import FleetHandle
@@ -41,7 +42,10 @@ class PollFeed:
         samples), which the store keeps as a replay checkpoint: a jump then computes a few polls.
         """
         handle = self.handle
-        view = advance(self.previous, handle.name, poll.figures, handle.plan_at(now), now)
+        plan_clock = handle.plan_time(now)
+        # What the plan expects over the next half hour, for the view's forecast (console.ahead).
+        profile = plan_profile(handle.plan, plan_clock) if handle.plan is not None and plan_clock is not None else None
+        view = advance(self.previous, handle.name, poll.figures, handle.plan_at(now), now, profile=profile)
         if self.recorder is not None:
             record = poll_record(handle.name, poll, self.previous, view, handle.plan, handle.plan_time(view.now))
             self.recorded += 1

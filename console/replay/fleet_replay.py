@@ -3,7 +3,8 @@
 Each recorded poll goes through the same steps as a live one:
 
     figures = watcher.replay(poll.results, poll.watched_at)     # or poll.figures (a figure source)
-    view = advance(previous, fleet, figures, plan_now(plan, poll.plan_clock), poll.at)
+    view = advance(previous, fleet, figures, plan_now(plan, poll.plan_clock), poll.at,
+                   profile=plan_profile(plan, poll.plan_clock))
 
 so feeding every poll in order gives the same flags at the same moments. Going
 back or jumping far ahead cannot skip polls: the flags and trends remember the
@@ -27,6 +28,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass
 
+from console.ahead.profile import plan_profile
 from console.fleet.plan_now import plan_now
 from console.fleet.view import FleetView, advance
 from console.live.watcher import RecordedSource, Watcher, WatcherMemory
@@ -211,8 +213,11 @@ class FleetReplay:
                 )
             figures = watcher.replay(poll.results or (), poll.watched_at)
         plan = self.recorded.plan(poll.plan_id)
-        expected = plan_now(plan, poll.plan_clock) if plan is not None and poll.plan_clock is not None else None
-        self.view = advance(self.view, self.recorded.name, figures, expected, poll.at)
+        known = plan is not None and poll.plan_clock is not None
+        expected = plan_now(plan, poll.plan_clock) if known else None
+        # The plan's next half hour, as the live feed hands it to the forecast: the same flags on replay.
+        profile = plan_profile(plan, poll.plan_clock) if known else None
+        self.view = advance(self.view, self.recorded.name, figures, expected, poll.at, profile=profile)
         self.position += 1
         self.poll = RecordedPoll(
             poll.id,

@@ -131,3 +131,99 @@ def test_names_and_notes_in_the_table_are_printable():
     text = render_table(fleet(evil, at=NOW))
     assert "\x1b" not in text and "\x07" not in text
     assert "evil\\x1b[2J:8000" in text and "HTTP 503 \\x1b]0;owned\\x07" in text
+
+
+FORECAST_KEYS = [
+    "horizon_minutes",
+    "rps",
+    "rps_low",
+    "rps_high",
+    "minutes_to_saturation",
+    "lead_time_minutes",
+    "capacity_rps",
+    "trend_samples",
+    "basis",
+]
+
+
+def test_the_forecast_has_the_same_keys_with_and_without_a_plan_unknown_as_null():
+    figures = fleet(replica("r1", requests_per_second=4.0), requests_per_second=4.0, at=NOW)
+    planned = once_json(figures, advance(None, "f", figures, plan_now(), NOW), "p.yaml")["forecast"]
+    unplanned = once_json(figures, advance(None, "f", figures, None, NOW))["forecast"]
+    bare = once_json(figures)["forecast"]
+    assert list(planned) == list(unplanned) == list(bare) == FORECAST_KEYS
+    assert planned["horizon_minutes"] == [5, 15, 30] and planned["basis"] == "trend+plan"
+    # One poll: one rate, so no band yet and the blend leans on the plan's 18 req/s for this hour.
+    assert planned["trend_samples"] == 1 and planned["rps_low"] == planned["rps_high"] == [None, None, None]
+    assert 4.0 < planned["rps"][0] < planned["rps"][1] < planned["rps"][2] < 18.0
+    # The one replica up carries 5 req/s: the forecast passes it within minutes, sooner than the 10 min lead time.
+    assert planned["capacity_rps"] == 5.0 and planned["lead_time_minutes"] == 10.0
+    assert 0 < planned["minutes_to_saturation"] < 10
+    assert unplanned["basis"] == "trend" and unplanned["rps"] == [4.0, 4.0, 4.0]
+    assert unplanned["capacity_rps"] is None and unplanned["minutes_to_saturation"] is None
+    assert unplanned["lead_time_minutes"] is None
+    assert bare["basis"] == "none" and bare["rps"] == [None, None, None] and bare["trend_samples"] == 0
+
+
+def test_the_forecast_of_an_unknown_rate_is_null_never_zero():
+    figures = fleet(replica("r1"), at=NOW)  # no rate yet
+    document = _strict(_dumps(once_json(figures, advance(None, "f", figures, None, NOW))))
+    assert document["forecast"]["rps"] == [None, None, None] and document["forecast"]["minutes_to_saturation"] is None
+
+
+def test_the_once_text_has_one_forecast_line_between_the_table_and_the_flags():
+    from console.commands.watch_output import once_lines
+
+    plan = plan_now(planned_load_rps=4.0)
+    first = fleet(*(replica(f"r{n}", requests_per_second=1.0) for n in range(4)), requests_per_second=4.0, at=NOW)
+    view = advance(None, "f", first, plan, NOW)
+    lines = once_lines(first, view, True)
+    [line] = [line for line in lines if line.startswith("forecast: ")]
+    assert lines.index(line) == 1 and lines[2].startswith("flags: ")
+    assert line == "forecast: 5 min 4.00 rps · 15 min 4.00 rps · 30 min 4.00 rps · not heading for saturation"
+    assert not [line for line in once_lines(first, advance(None, "f", first, None, NOW), False) if "forecast" in line]
+
+
+def test_the_once_text_says_when_saturation_comes_and_what_a_replica_takes():
+    from console.ahead.forecast import Forecast
+    from console.ahead.words import forecast_line
+
+    ahead = Forecast(
+        (5, 15, 30), (12.3, 15.0, 18.25), (11.2, 12.0, 9.6), (14.1, 18.0, 27.0), 7.2, 10.0, 17.0, 30, "trend+plan"
+    )
+    assert forecast_line(ahead) == (
+        "forecast: 5 min 12.3 rps (11-14) · 15 min 15.0 rps (12-18) · 30 min 18.2 rps (9.6-27)"
+        " · saturation in 7 min (a replica takes 10)"
+    )
+
+
+async def test_watch_once_json_against_a_served_fleet_gives_the_forecast(tmp_path):
+    """`capcon watch PLAN --once --json` over a served replica: the forecast's keys, on two samples (one rate)."""
+    import yaml
+
+    from tests.commands.test_watch_once import (
+        REPO,
+        V032_SMALL_KV,
+        capcon,
+        loaded_page,
+        pages_in_turn,
+        sample_text,
+        serve,
+    )
+
+    base = sample_text(V032_SMALL_KV)
+    async with serve(pages_in_turn(base, loaded_page(base, 5))) as one:
+        plan = yaml.safe_load((REPO / "plans" / "chat-8b-l40s.yaml").read_text())
+        plan["fleet"] = {"targets": [one]}
+        path = tmp_path / "plan.yaml"
+        path.write_text(yaml.safe_dump(plan))
+        code, out, err = await capcon("watch", str(path), "--once", "--json", "--interval", "0.3")
+        text_code, text, text_err = await capcon("watch", str(path), "--once", "--interval", "0.3")
+    assert code == 0, err
+    forecast = json.loads(out)["forecast"]
+    assert list(forecast) == FORECAST_KEYS and forecast["basis"] == "trend+plan" and forecast["trend_samples"] == 1
+    assert forecast["horizon_minutes"] == [5, 15, 30] and all(r is not None and r >= 0 for r in forecast["rps"])
+    assert forecast["capacity_rps"] > 0 and forecast["lead_time_minutes"] == plan.get("lead_time_minutes", 10)
+    assert text_code == 0, text_err
+    [line] = [line for line in text.splitlines() if line.startswith("forecast: 5 min ")]
+    assert " · 15 min " in line and " · 30 min " in line and ("saturation" in line)

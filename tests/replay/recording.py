@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from console.ahead.profile import plan_profile
 from console.fleet.view import FleetView, advance
 from console.live.feed import poll_record
 from console.live.handle import FleetHandle
@@ -187,7 +188,9 @@ def record_synthetic(
             ]
             poll = replayed_poll(watcher, results, at - 0.02)  # the watcher's own `now`, a moment before the view's
             plan_clock = handle.plan_time(at)  # what the console records: the plan's own clock
-            view = advance(previous, fleet, poll.figures, handle.plan_at(at), at)
+            # As the console's PollFeed builds it: the plan's next half hour goes to the forecast.
+            profile = plan_profile(plan, plan_clock) if plan is not None and plan_clock is not None else None
+            view = advance(previous, fleet, poll.figures, handle.plan_at(at), at, profile=profile)
             record = poll_record(fleet, poll, previous, view, plan, plan_clock)
             if checkpoints and (step + 1) % CHECKPOINT_POLLS == 0:
                 # What the console's poll feed attaches every CHECKPOINT_POLLS polls: its state after this one.

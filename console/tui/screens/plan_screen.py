@@ -8,6 +8,8 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import Footer, Static
 
+from console.ahead.forecast import Forecast
+from console.ahead.words import forecast_line
 from console.plan.model import DAYS, Plan
 from console.plan.report import render
 from console.plan.schedule import schedule
@@ -16,6 +18,7 @@ from console.text import printable
 from console.tui.screens.base import ConsoleScreen
 from console.tui.widgets.console_header import ConsoleHeader
 from console.tui.widgets.scroll import ConsoleScroll
+from console.tui.widgets.sparkline import spark
 
 
 def week_grid(replicas_by_hour: tuple[tuple[int, ...], ...], now: tuple[int, int] | None) -> Text:
@@ -34,6 +37,26 @@ def week_grid(replicas_by_hour: tuple[tuple[int, ...], ...], now: tuple[int, int
     return text
 
 
+def forecast_text(forecast: Forecast | None) -> Text:
+    """The arrivals ahead in words (as `watch --once` prints them), and a sparkline of the next half hour
+    against the capacity of the replicas up (a full bar is that capacity, or the forecast's top above it)."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    if forecast is None:
+        text.append("forecast: waiting for the first poll\n")
+        return text
+    text.append(forecast_line(forecast))
+    known = [v for v in forecast.by_minute if v is not None]
+    if known:
+        top = max([*known, forecast.capacity_rps or 0.0])
+        text.append(f"\nnext {len(forecast.by_minute) - 1} min  ")
+        text.append(spark(forecast.by_minute, len(forecast.by_minute), top))
+        text.append(f"  full bar {top:.1f} rps")
+        if forecast.capacity_rps is not None:
+            text.append(f"; the replicas up carry {forecast.capacity_rps:.1f}")
+    text.append("\n")
+    return text
+
+
 class PlanScreen(ConsoleScreen):
     BINDINGS = [Binding("escape", "app.pop_screen", "back", id="back-from-plan")]
 
@@ -43,10 +66,12 @@ class PlanScreen(ConsoleScreen):
         self.plan = plan
         self._report: str | None = None
         self._shown_now: tuple[int, int] | bool | None = False
+        self._shown_forecast: Forecast | bool | None = False
 
     def compose(self):
         yield ConsoleHeader()
         with ConsoleScroll():
+            yield Static(id="forecast", markup=False)
             yield Static(id="week")
             yield Static(id="report", markup=False)
         yield Footer()
@@ -55,6 +80,10 @@ class PlanScreen(ConsoleScreen):
         self.query_one(ConsoleHeader).show(self.app.header_info(self.index))
         view = self.app.views[self.index]
         now = (view.plan.weekday, view.plan.hour) if view and view.plan else None
+        forecast = view.forecast if view is not None else None
+        if forecast != self._shown_forecast:
+            self._shown_forecast = forecast
+            self.query_one("#forecast", Static).update(forecast_text(forecast))
         if now != self._shown_now:
             self._shown_now = now
             self.query_one("#week", Static).update(week_grid(schedule(self.plan).replicas_by_hour, now))

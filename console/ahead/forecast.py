@@ -1,0 +1,223 @@
+"""Arrivals for the next 5, 15 and 30 minutes: the recent trend, blended toward the plan's profile.
+
+The method, kept small enough to check by hand:
+
+1. The trend: a least-squares line through the fleet's request-rate samples of the last five
+   minutes (the view's trend ring, one windowed rate per poll), read at `now` (the level) and
+   continued with a damped slope, so a ramp is extrapolated but flattens rather than running away.
+2. The plan: the rps the plan's week expects at each minute ahead (console.ahead.profile).
+3. The blend: the trend's weight falls as exp(-minutes / 15), so the near minutes follow the fleet
+   and the far ones lean on the plan. A trend resting on little history (`watch --once` has one or
+   two samples) is trusted less: its slope is shrunk and the plan takes over sooner.
+4. The band: the spread of the fit's residuals, widening with the horizon, plus half the gap
+   between trend and plan (where the two disagree the forecast is less sure). Too few samples to
+   measure a spread: no band (None), never a made-up one.
+
+Saturation is the first moment the blended forecast goes over the capacity of the replicas up;
+None when it does not within the last horizon.
+
+No forecasting library: statsmodels or Prophet would fit better curves, but they are heavy to
+install and to run on every poll of a console on an SSH bastion, and their fit would still need
+checking against this fleet's history. A damped trend and the plan's own profile are enough to
+say "saturated before a replica can start"; how good the figures are is for a backtest over a
+recorded history to say (a later step), which can then tune the constants below or replace them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Literal
+
+HORIZONS_MINUTES: tuple[int, ...] = (5, 15, 30)
+TREND_WINDOW_SECONDS = 300.0  # the samples the trend is fitted on
+FULL_TRUST_MINUTES = 5.0  # a trend over this much history is fully trusted; less is shrunk toward the plan
+MIN_SLOPE_SPAN_SECONDS = 30.0  # samples spanning less than this give a level, no slope
+DAMPING = 0.95  # per minute: the slope's effect adds up to at most 19 minutes' worth
+PLAN_PULL_MINUTES = 15.0  # the trend's weight at h minutes ahead is exp(-h / this), with full trust
+MIN_TRUST = 0.2  # with no history the trend still counts for the first minutes (exp(-h / 3))
+BAND_Z = 1.64  # about a 90 % band for normal residuals
+
+Basis = Literal["trend+plan", "trend", "plan", "none"]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What the plan expects ahead: (minutes from now, rps) knots, linear between them, flat beyond the ends."""
+
+    knots: tuple[tuple[float, float], ...]
+
+    def at(self, minutes: float) -> float | None:
+        knots = self.knots
+        if not knots:
+            return None
+        if minutes <= knots[0][0]:
+            return knots[0][1]
+        for (x0, y0), (x1, y1) in pairwise(knots):
+            if minutes <= x1:
+                return y0 if x1 <= x0 else y0 + (y1 - y0) * (minutes - x0) / (x1 - x0)
+        return knots[-1][1]
+
+
+@dataclass(frozen=True)
+class Forecast:
+    horizon_minutes: tuple[int, ...]
+    rps: tuple[float | None, ...]
+    rps_low: tuple[float | None, ...]
+    rps_high: tuple[float | None, ...]
+    minutes_to_saturation: float | None  # 0: over capacity now; None: not within the last horizon, or unknown
+    lead_time_minutes: float | None  # how long a new replica takes to serve (the plan's lead time)
+    capacity_rps: float | None  # replicas up x the plan's capacity per replica
+    trend_samples: int  # the request-rate samples the trend rests on
+    basis: Basis
+    by_minute: tuple[float | None, ...] = ()  # the forecast at 0, 1, ... minutes ahead, to the last horizon
+
+    @property
+    def saturates_before_a_replica_starts(self) -> bool:
+        m, lead = self.minutes_to_saturation, self.lead_time_minutes
+        return m is not None and lead is not None and m < lead
+
+
+@dataclass(frozen=True)
+class _Trend:
+    level: float  # rps at `now`
+    slope: float  # rps per minute, already shrunk by trust
+    trust: float  # 0-1: how much history the fit had
+    sigma: float | None  # residual spread, rps; None with too few samples
+    samples: int
+
+    def at(self, minutes: float, damping: float) -> float:
+        if damping >= 1.0:
+            added = minutes
+        else:
+            added = damping * (1 - damping**minutes) / (1 - damping)
+        return max(self.level + self.slope * added, 0.0)
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _trend(samples: Sequence[tuple[float, float | None]], now: float) -> _Trend | None:
+    recent = [
+        (float(at), float(v))
+        for at, v in samples
+        if v is not None and _finite(at) and _finite(v) and now - TREND_WINDOW_SECONDS <= at
+    ]
+    if not recent:
+        return None
+    xs = [(at - now) / 60.0 for at, _ in recent]  # minutes, <= 0 for the past
+    ys = [v for _, v in recent]
+    n = len(recent)
+    span = max(xs) - min(xs)
+    trust = min(span / FULL_TRUST_MINUTES, 1.0)
+    if n < 2 or span * 60.0 < MIN_SLOPE_SPAN_SECONDS:
+        return _Trend(level=ys[-1], slope=0.0, trust=trust, sigma=None, samples=n)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    level = my - slope * mx
+    sigma = None
+    if n >= 3:
+        residuals = [y - (level + slope * x) for x, y in zip(xs, ys)]
+        sigma = math.sqrt(sum(r * r for r in residuals) / (n - 2))
+    return _Trend(level=max(level, 0.0), slope=slope * trust, trust=trust, sigma=sigma, samples=n)
+
+
+def forecast(
+    samples: Sequence[tuple[float, float | None]],
+    now: float,
+    profile: Profile | None = None,
+    capacity_rps: float | None = None,
+    lead_time_minutes: float | None = None,
+    horizons: Sequence[int] = HORIZONS_MINUTES,
+    damping: float = DAMPING,
+) -> Forecast:
+    """Arrivals at each horizon (minutes after `now`) from `samples` ((unix time, rps) pairs, oldest first;
+    an unknown rate as None) and the plan's `profile`; when they pass `capacity_rps`, if within the last horizon.
+
+    Without samples the forecast is the plan's profile (basis "plan"); without a profile, the trend alone
+    ("trend"); without either every figure is None ("none").
+    """
+    trend = _trend(samples, now)
+    if profile is not None and not profile.knots:
+        profile = None
+    tau = PLAN_PULL_MINUTES * max(trend.trust if trend else 0.0, MIN_TRUST)
+    capacity = capacity_rps if _finite(capacity_rps) else None
+    lead = lead_time_minutes if _finite(lead_time_minutes) else None
+
+    def planned(minutes: float) -> float | None:
+        return profile.at(minutes) if profile is not None else None
+
+    def blended(minutes: float) -> float | None:
+        plan = planned(minutes)
+        if trend is None:
+            return plan
+        following = trend.at(minutes, damping)
+        if plan is None:
+            return following
+        weight = math.exp(-minutes / tau)
+        return weight * following + (1 - weight) * plan
+
+    def band(minutes: float, centre: float | None) -> tuple[float | None, float | None]:
+        if centre is None or trend is None or trend.sigma is None:
+            return None, None
+        half = BAND_Z * trend.sigma * math.sqrt(1 + minutes / FULL_TRUST_MINUTES)
+        plan = planned(minutes)
+        if plan is not None:
+            half += abs(trend.at(minutes, damping) - plan) / 2
+        return max(centre - half, 0.0), centre + half
+
+    rps = tuple(blended(h) for h in horizons)
+    bands = [band(h, r) for h, r in zip(horizons, rps)]
+    basis: Basis = (
+        "none"
+        if trend is None and profile is None
+        else "plan"
+        if trend is None
+        else "trend"
+        if profile is None
+        else "trend+plan"
+    )
+    last = max(horizons) if horizons else 0
+    return Forecast(
+        horizon_minutes=tuple(horizons),
+        rps=rps,
+        rps_low=tuple(low for low, _ in bands),
+        rps_high=tuple(high for _, high in bands),
+        minutes_to_saturation=saturation_minutes(blended, capacity, last),
+        lead_time_minutes=lead,
+        capacity_rps=capacity,
+        trend_samples=trend.samples if trend else 0,
+        basis=basis,
+        by_minute=tuple(blended(float(m)) for m in range(math.ceil(last) + 1)),
+    )
+
+
+def saturation_minutes(curve: Callable[[float], float | None], capacity: float | None, last: float) -> float | None:
+    """The first minute in [0, last] at which `curve` (minutes -> rps or None) goes over `capacity`;
+    None when it stays at or under it, or either is unknown. Found minute by minute, then by bisection."""
+    if capacity is None:
+        return None
+    start = curve(0.0)
+    if start is None:
+        return None
+    if start > capacity:
+        return 0.0
+    below = 0.0
+    for minute in range(1, math.ceil(last) + 1):
+        value = curve(float(minute))
+        if value is not None and value > capacity:
+            above = float(minute)
+            for _ in range(50):
+                middle = (below + above) / 2
+                crossed = curve(middle)
+                if crossed is not None and crossed > capacity:
+                    above = middle
+                else:
+                    below = middle
+            return above
+        below = float(minute)
+    return None

@@ -1,0 +1,130 @@
+"""The forecaster (console.ahead.forecast): flat stays flat, a ramp goes on, the plan takes over with the
+horizon, the band widens, saturation is found where it is and is null where it is not or cannot be known."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from console.ahead.forecast import HORIZONS_MINUTES, Profile, forecast
+from console.ahead.profile import plan_profile, planned_rps
+from console.plan.schema import load_plan
+from tests.test_docs import ROOT
+
+NOW = 1_000_000.0
+
+
+def series(rate, minutes: float = 5.0, step: float = 10.0) -> list[tuple[float, float | None]]:
+    """Samples every `step` seconds over the last `minutes`, `rate(minutes from now)` each (0 now, negative before)."""
+    count = int(minutes * 60 / step)
+    return [(NOW - (count - i) * step, rate(-(count - i) * step / 60)) for i in range(count + 1)]
+
+
+def flat(level: float) -> list[tuple[float, float | None]]:
+    return series(lambda m: level)
+
+
+def ramp(level: float, per_minute: float) -> list[tuple[float, float | None]]:
+    return series(lambda m: level + per_minute * m)
+
+
+def test_the_horizons_are_five_fifteen_and_thirty_minutes():
+    assert forecast(flat(10.0), NOW).horizon_minutes == HORIZONS_MINUTES == (5, 15, 30)
+
+
+def test_a_flat_series_stays_flat():
+    ahead = forecast(flat(10.0), NOW)
+    assert ahead.rps == pytest.approx((10.0, 10.0, 10.0)) and ahead.basis == "trend"
+    with_plan = forecast(flat(10.0), NOW, Profile(((0.0, 10.0),)))
+    assert with_plan.rps == pytest.approx((10.0, 10.0, 10.0)) and with_plan.basis == "trend+plan"
+
+
+def test_a_ramp_is_extrapolated_and_damped():
+    undamped = forecast(ramp(10.0, 1.0), NOW, damping=1.0)
+    assert undamped.rps == pytest.approx((15.0, 25.0, 40.0))
+    damped = forecast(ramp(10.0, 1.0), NOW)
+    assert 10.0 < damped.rps[0] < damped.rps[1] < damped.rps[2]
+    assert all(d < u for d, u in zip(damped.rps, undamped.rps))  # flattens rather than running away
+
+
+def test_the_blend_moves_toward_the_plan_as_the_horizon_grows():
+    ahead = forecast(flat(10.0), NOW, Profile(((0.0, 20.0),)))
+    gaps = [20.0 - r for r in ahead.rps]
+    assert all(r > 10.0 for r in ahead.rps)
+    assert gaps[0] > gaps[1] > gaps[2] > 0
+    assert ahead.rps[0] < 15.0 < ahead.rps[2]  # near minutes follow the fleet, far ones the plan
+
+
+def test_the_plan_profile_is_read_at_each_horizon():
+    rising = Profile(((0.0, 10.0), (60.0, 70.0)))  # +1 rps a minute on the plan's clock
+    assert rising.at(30.0) == 40.0 and rising.at(-5.0) == 10.0 and rising.at(90.0) == 70.0
+    ahead = forecast([], NOW, rising)
+    assert ahead.basis == "plan" and ahead.rps == pytest.approx((15.0, 25.0, 40.0)) and ahead.trend_samples == 0
+
+
+def test_few_samples_lean_on_the_plan():
+    """`watch --once` has one rate: the trend counts less and the plan sooner than with five minutes of history."""
+    profile = Profile(((0.0, 20.0),))
+    one = forecast([(NOW - 1.0, 10.0)], NOW, profile)
+    full = forecast(flat(10.0), NOW, profile)
+    assert one.trend_samples == 1 and full.trend_samples == len(flat(10.0))
+    assert all(o > f for o, f in zip(one.rps, full.rps))
+    assert one.rps_low == one.rps_high == (None, None, None)  # no spread to measure: no band, never a made-up one
+
+
+def test_the_band_widens_with_the_horizon():
+    noisy = series(lambda m: 10.0 + (1.0 if round(m * 6) % 2 else -1.0))
+    ahead = forecast(noisy, NOW, Profile(((0.0, 10.0),)))
+    widths = [high - low for low, high in zip(ahead.rps_low, ahead.rps_high)]
+    assert 0 < widths[0] < widths[1] < widths[2]
+    assert all(low <= r <= high for low, r, high in zip(ahead.rps_low, ahead.rps, ahead.rps_high))
+
+
+def test_minutes_to_saturation_is_exact_on_a_ramp():
+    # 10 rps now, +1 a minute, undamped: 17 rps is passed 7 minutes from now.
+    ahead = forecast(ramp(10.0, 1.0), NOW, capacity_rps=17.0, lead_time_minutes=10.0, damping=1.0)
+    assert ahead.minutes_to_saturation == pytest.approx(7.0, abs=1e-6)
+    assert ahead.saturates_before_a_replica_starts
+    later = forecast(ramp(10.0, 1.0), NOW, capacity_rps=17.0, lead_time_minutes=5.0, damping=1.0)
+    assert not later.saturates_before_a_replica_starts
+    damped = forecast(ramp(10.0, 1.0), NOW, capacity_rps=17.0)
+    assert damped.minutes_to_saturation is not None and damped.minutes_to_saturation > 7.0
+
+
+def test_over_capacity_now_is_zero_minutes():
+    assert forecast(flat(20.0), NOW, capacity_rps=17.0).minutes_to_saturation == 0.0
+
+
+def test_null_when_flat_below_capacity():
+    ahead = forecast(flat(10.0), NOW, Profile(((0.0, 10.0),)), capacity_rps=17.0, lead_time_minutes=10.0)
+    assert ahead.minutes_to_saturation is None and not ahead.saturates_before_a_replica_starts
+
+
+def test_unknown_figures_give_null_never_zero():
+    nothing = forecast([], NOW, None, capacity_rps=17.0, lead_time_minutes=10.0)
+    assert nothing.basis == "none" and nothing.rps == (None, None, None) and nothing.minutes_to_saturation is None
+    unknown_rates = forecast([(NOW - 20.0, None), (NOW - 10.0, math.nan), (NOW, None)], NOW)
+    assert unknown_rates.rps == (None, None, None) and unknown_rates.trend_samples == 0
+    no_capacity = forecast(ramp(10.0, 1.0), NOW, capacity_rps=None, lead_time_minutes=math.nan)
+    assert no_capacity.minutes_to_saturation is None and no_capacity.capacity_rps is None
+    assert no_capacity.lead_time_minutes is None
+    assert forecast(flat(0.0), NOW, capacity_rps=0.0).minutes_to_saturation is None  # nothing to carry, none sent
+
+
+def test_samples_older_than_the_window_are_not_the_trend():
+    old = [(NOW - 3600.0 + i, 1000.0) for i in range(10)]
+    assert forecast(old + flat(10.0), NOW).rps == pytest.approx((10.0, 10.0, 10.0))
+
+
+def test_the_plan_profile_follows_the_plan_week_between_hour_middles():
+    plan = load_plan(str(ROOT / "plans" / "internal-assistant-18rps.yaml"))
+    monday = 1_704_067_200.0  # 2024-01-01 00:00 on the plan's clock, a Monday
+    interactive = plan.interactive or plan.workloads
+    at_hour = [sum(w.rps_by_hour[0][h] for w in interactive) for h in range(24)]
+    clock = monday + 10.5 * 3600  # the middle of Monday 10:00
+    profile = plan_profile(plan, clock)
+    assert planned_rps(plan, clock) == pytest.approx(at_hour[10])
+    assert profile.at(0.0) == pytest.approx(at_hour[10]) and profile.at(60.0) == pytest.approx(at_hour[11])
+    assert profile.at(30.0) == pytest.approx((at_hour[10] + at_hour[11]) / 2)
+    assert plan_profile(plan, math.inf).knots == ()
