@@ -88,6 +88,14 @@ def stored_times(path: Path) -> list[float]:
         connection.close()
 
 
+def polls_so_far(path: Path) -> int:
+    """How many polls a file being written holds now: 0 before the writer has made it or its tables."""
+    try:
+        return len(stored_times(path)) if path.exists() else 0
+    except sqlite3.OperationalError:  # made, but its schema not yet committed
+        return 0
+
+
 def integrity(path: Path) -> str:
     connection = sqlite3.connect(path)
     try:

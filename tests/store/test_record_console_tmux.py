@@ -13,7 +13,7 @@ import pytest
 
 from console.fleet.plan_now import A_MONDAY
 from console.store.database import Store
-from tests.store.recorder_polls import capcon_sim, stored_times
+from tests.store.recorder_polls import capcon_sim, polls_so_far
 from tests.tui.tmux import Tmux
 
 if shutil.which("tmux") is None:
@@ -34,7 +34,7 @@ def test_watch_records_by_default_and_its_header_shows_a_locked_file(tmp_path):
         tmux = in_terminal([sys.executable, "-m", "console", "watch", *targets, "--interval", "1"], data_home)
         try:
             tmux.wait_for("live · rec", seconds=40)
-            tmux.wait_until(lambda _: path.exists() and len(stored_times(path)) >= 2, "two recorded polls")
+            tmux.wait_until(lambda _: polls_so_far(path) >= 2, "two recorded polls")
             holder = sqlite3.connect(path, isolation_level=None)
             holder.execute("BEGIN EXCLUSIVE")
             locked_at = time.time()
@@ -72,7 +72,7 @@ def test_demo_with_db_records_the_simulated_fleet_and_its_plan_clock(tmp_path):
     tmux = in_terminal([sys.executable, "-m", "console", "demo", "--replicas", "2", "--db", str(db)], data_home)
     try:
         tmux.wait_for("live · rec", seconds=40)
-        tmux.wait_until(lambda _: db.exists() and len(stored_times(db)) >= 3, "three recorded polls")
+        tmux.wait_until(lambda _: polls_so_far(db) >= 3, "three recorded polls")
         tmux.keys("q")
         tmux.wait_for("CAPCON-EXIT=0")
     finally:
