@@ -92,6 +92,7 @@ def offline_capacity() -> float:
     return sweep.capacity
 
 
+@pytest.mark.slow  # a whole sweep: a long run
 def test_the_sweep_lands_within_ten_percent_of_the_simulators_offline_crossing(swept):
     done, _, _ = swept
     assert done.returncode == 0, done.stderr
@@ -110,6 +111,7 @@ def test_the_sweep_lands_within_ten_percent_of_the_simulators_offline_crossing(s
     assert "goodput so far" in done.stderr and "\r" not in done.stderr
 
 
+@pytest.mark.slow  # on the sweep: a long run
 def test_the_run_is_an_event_in_the_history_file_with_its_steps(swept):
     done, _, db = swept
     with sqlite3.connect(db) as store:
@@ -122,6 +124,7 @@ def test_the_run_is_an_event_in_the_history_file_with_its_steps(swept):
     assert f"capacity: {detail['capacity_rps']:,.2f} rps" in done.stdout
 
 
+@pytest.mark.slow  # on the sweep: a long run
 def test_write_plan_puts_the_capacity_in_and_keeps_the_rest_of_the_file(swept):
     done, plan_path, db = swept
     with sqlite3.connect(db) as store:

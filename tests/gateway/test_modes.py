@@ -154,6 +154,7 @@ async def test_defer_hold_releases_the_batch_queue_only_while_the_fleet_has_room
         assert server.state()["counters"]["local"]["deferrable"] == 2
 
 
+@pytest.mark.slow  # switches under load: a soak
 async def test_switches_between_all_modes_under_load_give_every_request_exactly_one_answer(session):
     async with (
         hosted_endpoint() as endpoint,

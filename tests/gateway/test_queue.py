@@ -47,6 +47,7 @@ async def open_loop(
     return await asyncio.gather(*tasks)
 
 
+@pytest.mark.slow  # overload: a soak
 async def test_three_times_overload_the_queue_never_passes_its_bound(session):
     # 2 replicas x cap 2, answers of 8 tokens (about 0.2 s): about 20 requests/s; offered 60/s for 8 s.
     async with sim_fleet(2) as fleet, gateway(fleet.urls, planned_cap=2) as server:

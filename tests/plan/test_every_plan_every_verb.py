@@ -27,7 +27,7 @@ def test_the_shipped_plans_are_here():
 VERBS = [
     ("plan",),
     ("plan", "--schedule"),
-    ("plan", "--sizes"),
+    pytest.param(("plan", "--sizes"), marks=pytest.mark.slow),  # every size simulated: a long run
     ("plan", "--json"),
     ("plan", "--schedule", "--format", "json"),
     ("plan", "--schedule", "--format", "keda"),

@@ -218,6 +218,7 @@ def _rss_kb(pid: int) -> int:
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.slow  # 64 replicas at full load: a long run
 def test_the_heaviest_load_allowed_stops_promptly_on_a_signal_and_frees_every_port(signum):
     """64 replicas at the simulator's top pace (5,000 rps offered at the peak): CPU-bound, yet the signal
     is heard within seconds, every port closes, memory stays bounded, and no deadline had to force it."""

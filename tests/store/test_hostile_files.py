@@ -113,6 +113,7 @@ def test_a_writer_refuses_a_damaged_file_before_writing_anything(pristine, tmp_p
     assert not Path(f"{path}-wal").exists() or Path(f"{path}-wal").stat().st_size == 0
 
 
+@pytest.mark.slow  # a big damaged file: a long run
 def test_the_salvage_the_words_give_keeps_every_row_off_the_damaged_page(pristine, tmp_path):
     path = damaged_copy(pristine, tmp_path, "samples")
     line = one_line(capcon("history", "--db", str(path), *EVERYTHING, data_home=tmp_path / "data").stderr, "history")
@@ -342,6 +343,7 @@ def test_a_write_past_the_file_size_limit_is_the_full_state_not_a_disk_error(tmp
     )
 
 
+@pytest.mark.slow  # a recorder run: a long run
 def test_record_under_a_file_size_limit_is_full_and_every_poll_lands_when_it_is_raised(tmp_path, targets):
     path = tmp_path / "history.sqlite"
     Store.open(path).close()

@@ -127,6 +127,7 @@ while True:
 """
 
 
+@pytest.mark.slow  # kills at many points: a long run
 def test_a_writer_killed_inside_its_transactions_leaves_only_whole_polls(tmp_path):
     db = tmp_path / "history.sqlite"
     records = tmp_path / "records.pickle"

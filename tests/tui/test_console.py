@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from console.live.defaults import MIN_CONSOLE_INTERVAL_SECONDS as MIN_INTERVAL_SECONDS
 from console.live.handle import FleetHandle
 from console.tui.app import ConsoleApp
@@ -428,6 +430,7 @@ def many_replicas(rps: float, count: int = 60):
     return fleet_of(*(replica(f"node-{i:02d}", requests_per_second=rps) for i in range(count)))
 
 
+@pytest.mark.slow  # a long run
 async def test_rows_out_of_view_wait_and_show_the_latest_figures_when_scrolled_in():
     app = make_app(many_replicas(1.25))
     async with app.run_test(size=(120, 40)) as pilot:

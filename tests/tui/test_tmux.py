@@ -87,6 +87,7 @@ def replica_lines(screen: str, port: int) -> list[str]:
     return [line for line in table_lines(screen) if str(port) in line[7:30]]
 
 
+@pytest.mark.slow  # a long tmux story; other tmux tests stay
 def test_watch_in_tmux_shows_the_fleet_the_plan_and_a_replica_down(tmux_console):
     tmux, up_port, down_port = tmux_console
     screen = tmux.wait_until(
