@@ -30,7 +30,7 @@ from console.live.freshness import STALE_AFTER_INTERVALS, Freshness
 from console.live.handle import FleetHandle
 from console.live.loop import Cadence, failure_words, poll_loop
 from console.live.setup import add_source_options, fleet_handles, load_plans
-from console.text import PIECE_CHARACTERS, bounded_line
+from console.text import PIECE_CHARACTERS, bounded_line, printable
 
 DESCRIPTION = """\
 Record one or more vLLM fleets to the history file without opening the console:
@@ -249,7 +249,7 @@ class _FleetLog:
     no fresh poll came for two intervals; and whether its last intervals wrote nothing, for the exit status."""
 
     def __init__(self, fleet: str, interval: float, clock=time.monotonic) -> None:
-        self.fleet = fleet
+        self.fleet = printable(fleet)  # a name taken from a target's address: anyone's text
         self.clock = clock
         self.freshness = Freshness(interval, clock())
         self.failing = ""

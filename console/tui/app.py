@@ -141,6 +141,7 @@ class ConsoleApp(App):
             handles = [h for h in self.fleets if isinstance(h, FleetHandle)]
             self.driver = LiveDriver(handles, interval, clock, gateway_watch)
         self.clock = self.driver.now
+        self.watching_since = self.clock()  # set again on mount: before a first poll, the age counts from here
         self.demo = Demo(demo, self.fleets[0].name, recorder, self.clock) if demo is not None else None
         if theme:
             self.theme = theme
@@ -278,7 +279,7 @@ class ConsoleApp(App):
             return ""
         view = self.views[index]
         now = self.clock()
-        age = now - (view.figures.at if view else getattr(self, "watching_since", now))
+        age = now - (view.figures.at if view else self.watching_since)
         if age < STALE_AFTER_INTERVALS * self.driver.interval_of(index):
             return ""
         reason = self.errors[index] or "a poll still running"
