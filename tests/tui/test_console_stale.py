@@ -41,10 +41,15 @@ async def header_once(pilot, app, seen, seconds: float = 10.0) -> str:
     raise AssertionError(f"the header never showed it; it shows: {text}")
 
 
-async def test_a_source_that_hangs_turns_live_into_the_age_and_the_reason():
+def stalling_console(hang: bool) -> tuple[FakeClock, StallingWatcher, ConsoleApp]:
+    """A console polling every 2 s a source that answers once, then hangs (`hang`) or fails."""
     clock = FakeClock()
-    watcher = StallingWatcher(normal_fleet(), clock=clock, answers=1, hang=True)
-    app = ConsoleApp([FleetHandle("assistant", None, watcher)], clock=clock, interval=2.0)
+    watcher = StallingWatcher(normal_fleet(), clock=clock, answers=1, hang=hang)
+    return clock, watcher, ConsoleApp([FleetHandle("assistant", None, watcher)], clock=clock, interval=2.0)
+
+
+async def test_a_source_that_hangs_turns_live_into_the_age_and_the_reason():
+    clock, watcher, app = stalling_console(hang=True)
     async with app.run_test(size=(120, 30)) as pilot:
         await header_once(pilot, app, lambda text: "● live" in text)
         clock.now += 1.0  # the next poll is under way, 3 s since the figures: nothing is stale yet
@@ -60,9 +65,7 @@ async def test_a_source_that_hangs_turns_live_into_the_age_and_the_reason():
 
 
 async def test_a_source_that_fails_says_why_in_the_stale_header_once_and_a_fresh_poll_ends_it():
-    clock = FakeClock()
-    watcher = StallingWatcher(normal_fleet(), clock=clock, answers=1, hang=False)
-    app = ConsoleApp([FleetHandle("assistant", None, watcher)], clock=clock, interval=2.0)
+    clock, watcher, app = stalling_console(hang=False)
     async with app.run_test(size=(200, 30)) as pilot:
         await header_once(pilot, app, lambda text: "● live" in text)
         clock.now += 5.0
@@ -78,9 +81,7 @@ async def test_a_source_that_fails_says_why_in_the_stale_header_once_and_a_fresh
 
 
 async def test_a_paused_console_is_not_called_stale():
-    clock = FakeClock()
-    watcher = StallingWatcher(normal_fleet(), clock=clock, answers=1, hang=True)
-    app = ConsoleApp([FleetHandle("assistant", None, watcher)], clock=clock, interval=2.0)
+    clock, watcher, app = stalling_console(hang=True)
     async with app.run_test(size=(120, 30)) as pilot:
         await header_once(pilot, app, lambda text: "● live" in text)
         await pilot.press("p")
