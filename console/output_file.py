@@ -14,7 +14,10 @@ import os
 import stat
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
 from console.errors import UserError
 
@@ -127,50 +130,76 @@ def current_umask() -> int:
     return mask
 
 
-def writes_in_place(path: str) -> bool:
-    """A device, FIFO or socket (through a symlink too): written as it comes, since renaming over it would
-    replace the device with a regular file."""
-    try:
-        found = os.stat(path)
-    except OSError:
-        return False
-    return not stat.S_ISREG(found.st_mode) and not stat.S_ISDIR(found.st_mode)
+class OutputFailed(Exception):
+    """A write to --output that failed once it had begun: a device or pipe (`in_place`) has part of it; a file
+    replaced whole is as it was before, or not created (`left`), and the temporary file is gone."""
+
+    def __init__(self, error: OSError, in_place: bool, left: str) -> None:
+        super().__init__(os_error_words(error))
+        self.error = error
+        self.in_place = in_place
+        self.left = left
 
 
-def write_whole(path: str, text: str) -> None:
-    """`text` into `path` by the module's rule (call `refuse_output` first). A failure raises UserError."""
+@contextmanager
+def opened_output(path: str) -> Iterator[TextIO]:
+    """The stream for --output `path` by the module's rule (call `refuse_output` first): a device, FIFO or socket
+    opened in place; else a temporary file beside the target, on disk and renamed over it when the block ends.
+    Cannot be opened: UserError. A write, flush or rename that fails: OutputFailed. BrokenPipeError passes."""
     shown = f"--output {path}"
-    if writes_in_place(path):
-        try:
-            with open(path, "w", encoding="utf-8") as out:
-                out.write(text)
-        except OSError as error:
-            raise UserError(
-                f"{shown}: write failed ({os_error_words(error)}); what it received is incomplete"
-            ) from None
-        return
     target = os.path.realpath(path)  # through a symlink: the file it names is replaced, not the link
     try:
         found: os.stat_result | None = os.stat(target)
-    except OSError:
+    except FileNotFoundError:
         found = None
+    except OSError as error:
+        raise UserError(f"{shown}: cannot write ({error.strerror}); expected a writable file path") from None
+    if found is not None and not stat.S_ISREG(found.st_mode):
+        # Renaming over a device would replace it with a regular file: written as it comes instead.
+        try:
+            file = open(path, "w", encoding="utf-8", newline="")  # noqa: SIM115 - closed by the `with file:` below, once opening is known to work
+        except OSError as error:
+            raise UserError(f"{shown}: cannot write ({error.strerror}); expected a writable file path") from None
+        try:
+            with file:
+                yield file
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise OutputFailed(error, True, "") from None
+        return
     try:
-        handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", dir=os.path.dirname(target) or ".")
+        descriptor, temporary = tempfile.mkstemp(
+            dir=os.path.dirname(target) or ".", prefix=f".{os.path.basename(target)}.", suffix=".part"
+        )
     except OSError as error:
         raise UserError(
-            f"{shown}: cannot write beside it ({os_error_words(error)}); expected a writable file path in an existing folder"
+            f"{shown}: cannot write ({error.strerror}); expected a writable file path in an existing folder"
         ) from None
+    left = "was left as it was" if found is not None else "was not created"
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())  # on disk before it takes the name: a crash leaves the old file or the new one
-        os.chmod(temporary, stat.S_IMODE(found.st_mode) if found is not None else 0o666 & ~current_umask())
-        os.replace(temporary, target)
-    except OSError as error:
+        try:
+            with open(descriptor, "w", encoding="utf-8", newline="") as file:
+                yield file
+                file.flush()
+                os.fsync(file.fileno())  # on disk before it takes the name: a crash leaves the old file or the new one
+            os.chmod(temporary, stat.S_IMODE(found.st_mode) if found is not None else 0o666 & ~current_umask())
+            os.replace(temporary, target)
+        except OSError as error:
+            raise OutputFailed(error, False, left) from None
+    except BaseException:
         try:
             os.unlink(temporary)
         except OSError:
             pass
-        left = "was left as it was" if found is not None else "was not created"
-        raise UserError(f"{shown}: write failed ({os_error_words(error)}); {path} {left}") from None
+        raise
+
+
+def write_whole(path: str, text: str) -> None:
+    """`text` into `path` by the module's rule (call `refuse_output` first). A failure raises UserError."""
+    try:
+        with opened_output(path) as out:
+            out.write(text)
+    except OutputFailed as failed:
+        happened = "what it received is incomplete" if failed.in_place else f"{path} {failed.left}"
+        raise UserError(f"--output {path}: write failed ({failed}); {happened}") from None

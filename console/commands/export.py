@@ -15,9 +15,7 @@ import argparse
 import csv
 import math
 import os
-import stat
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +25,7 @@ from pathlib import Path
 from console.commands.history import add_history_options, chosen_fleets, default_db_path, open_history, time_range
 from console.errors import UserError
 from console.metrics.figures import FLEET_TOTAL, Figures
-from console.output_file import current_umask, os_error_words, refuse_output
+from console.output_file import OutputFailed, opened_output, os_error_words, refuse_output
 from console.store import json_out
 from console.store.database import Store, read_histogram, reading_errors
 from console.store.schema import COUNTER_COLUMNS, HISTOGRAM_COLUMNS
@@ -169,62 +167,16 @@ def _output(path: str, counted: _Counted):
             raise WriteFailed(f"standard output: {_failed_words(counted, error)}") from None
         return
     shown = f"--output {path}"
-    target = os.path.realpath(path)  # through a symlink: the file it names is replaced, not the link
     try:
-        found = os.stat(target)
-    except FileNotFoundError:
-        found = None
-    except OSError as error:
-        raise UserError(f"{shown}: cannot write ({error.strerror}); expected a writable file path") from None
-    if found is not None and not stat.S_ISREG(found.st_mode):
-        yield from _in_place(path, shown, counted)
-        return
-    try:
-        descriptor, temporary = tempfile.mkstemp(
-            dir=os.path.dirname(target) or ".", prefix=f".{os.path.basename(target)}.", suffix=".part"
-        )
-    except OSError as error:
-        raise UserError(
-            f"{shown}: cannot write ({error.strerror}); expected a writable file path in an existing folder"
-        ) from None
-    left = "was left as it was" if found is not None else "was not created"
-    try:
-        try:
-            with open(descriptor, "w", encoding="utf-8", newline="") as file:
-                counted.stream = file
-                yield file
-                file.flush()
-                os.fsync(
-                    file.fileno()
-                )  # on disk before it takes the name: a crash leaves the old file or the whole new one
-            os.chmod(temporary, stat.S_IMODE(found.st_mode) if found is not None else 0o666 & ~current_umask())
-            os.replace(temporary, target)
-        except OSError as error:
-            raise WriteFailed(
-                f"{shown}: write failed after {_rows_words(counted.rows)} ({os_error_words(error)}); {path} {left}"
-            ) from None
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
-
-
-def _in_place(path: str, shown: str, counted: _Counted):
-    """A device or pipe: written as it comes (there is nothing to rename); a failure says how far it got."""
-    try:
-        file = open(path, "w", encoding="utf-8", newline="")  # noqa: SIM115 - closed by the `with file:` below, once opening is known to work
-    except OSError as error:
-        raise UserError(f"{shown}: cannot write ({error.strerror}); expected a writable file path") from None
-    try:
-        with file:
+        with opened_output(path) as file:
             counted.stream = file
             yield file
-    except BrokenPipeError:
-        raise
-    except OSError as error:
-        raise WriteFailed(f"{shown}: {_failed_words(counted, error)}") from None
+    except OutputFailed as failed:
+        if failed.in_place:  # a device or pipe: what it has is all there is
+            raise WriteFailed(f"{shown}: {_failed_words(counted, failed.error)}") from None
+        raise WriteFailed(
+            f"{shown}: write failed after {_rows_words(counted.rows)} ({failed}); {path} {failed.left}"
+        ) from None
 
 
 def _write(counted: _Counted, form: str, columns: list[str], rows: Iterator[dict]) -> int:
