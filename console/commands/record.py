@@ -251,22 +251,19 @@ class _FleetLog:
     def __init__(self, fleet: str, interval: float, clock=time.monotonic) -> None:
         self.fleet = printable(fleet)  # a name taken from a target's address: anyone's text
         self.clock = clock
-        self.freshness = Freshness(interval, clock())
-        self.failing = ""
+        self.freshness = Freshness(interval, clock())  # its reason: the failure said last, until a poll succeeds
         self.said_stale = False
 
     def on_view(self, view) -> None:
         if self.said_stale:
             print(f"capcon record: {self.fleet}: polls fresh again", file=sys.stderr, flush=True)
         self.freshness.polled(self.clock())
-        self.failing = ""
         self.said_stale = False
 
     def on_failure(self, error: Exception) -> None:
         words = bounded_line(failure_words(error), PIECE_CHARACTERS)
-        if words != self.failing:
+        if words != self.freshness.reason:
             print(f"capcon record: {self.fleet}: poll failed: {words}", file=sys.stderr, flush=True)
-        self.failing = words
         self.freshness.failed(words)
         self.check()
 
