@@ -7,6 +7,8 @@ A replica's labels, an error from a server, an argument: anyone's text. Whatever
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 def printable(value: object) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(value))
@@ -25,3 +27,10 @@ def bounded_line(value: object, limit: int = LINE_CHARACTERS) -> str:
     if len(text) <= limit:
         return text
     return f"{text[: limit - 40]}… ({len(text) - (limit - 40):,} more characters)"
+
+
+def listed(items: Sequence[str], most: int = 8) -> str:
+    """Names in a line, a long list summarised with a count: '0, 1, 2, 3, 4, 5, 6, 7 and 5,992 more'."""
+    if len(items) <= most:
+        return ", ".join(items)
+    return f"{', '.join(items[:most])} and {len(items) - most:,} more"

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from console.metrics.exposition import PROCESS_START, Page, ParseError, Sample
+from console.text import listed
 
 CACHE_CONFIG = "vllm:cache_config_info"
 
@@ -126,13 +127,6 @@ class ReplicaSample:
 # never a partial sum), the reason is kept in `ReplicaSample.doubtful`, and it never reaches a
 # rate, a percentile, a flag, the history file or JSON. Figures computed elsewhere (Prometheus'
 # answers) are held to the same rule by `console.metrics.figures.vetted_figures`.
-
-
-def listed(items: Sequence[str], most: int = 8) -> str:
-    """Names in a reason, a long list summarised with a count: '0, 1, 2, 3, 4, 5, 6, 7 and 5,992 more'."""
-    if len(items) <= most:
-        return ", ".join(items)
-    return f"{', '.join(items[:most])} and {len(items) - most:,} more"
 
 
 KV_SLACK = 1e-6

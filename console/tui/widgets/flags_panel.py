@@ -9,7 +9,7 @@ from rich.text import Text
 from console.fleet import format as fmt
 from console.fleet.flags import Flag, Pending, Thresholds, asks_for_overflow, flag_title
 from console.fleet.judge import fixed_words
-from console.text import printable
+from console.text import listed, printable
 from console.tui.widgets.diff_text import DiffText
 from console.tui.widgets.table_row import BADGES
 
@@ -155,9 +155,7 @@ def _grouped(flags: tuple[Flag, ...], now: float):
         kinds.setdefault(flag.kind, []).append(flag)
     for group in kinds.values():
         first = group[0]
-        subjects = ", ".join(f.subject for f in group[:NAMED_SUBJECTS])
-        if len(group) > NAMED_SUBJECTS:
-            subjects += f" and {len(group) - NAMED_SUBJECTS:,} more"
+        subjects = listed([f.subject for f in group], NAMED_SUBJECTS)
         oldest = min(group, key=lambda f: f.since)
         yield (first.severity, title(first), subjects, _since(oldest, now), grouped_why(group), grouped_todo(group))
 
@@ -188,7 +186,5 @@ def grouped_todo(group: list[Flag]) -> str:
         return group[0].todo
     said = []
     for todo, flags in todos.items():
-        names = ", ".join(f.subject for f in flags[:NAMED_WHYS])
-        more = f" and {len(flags) - NAMED_WHYS:,} more" if len(flags) > NAMED_WHYS else ""
-        said.append(f"{names}{more}: {todo}")
+        said.append(f"{listed([f.subject for f in flags], NAMED_WHYS)}: {todo}")
     return " ".join(said)
