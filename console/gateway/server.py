@@ -962,28 +962,19 @@ class Gateway:
 
     def _broke_off(self, replica: Replica, error: BaseException, rid: str, kind: str) -> web.Response:
         """A whole answer that broke off (or grew past --max-response-bytes) while it was read: 502."""
-        self._answered("upstream_error", kind)
         replica.answered += 1
         log.warning("replica %s broke off an answer: %s; the client gets 502", replica.name, _problem(error))
-        return answers.error(
-            502,
-            f"the replica broke off its answer ({_problem(error)})",
-            "upstream_error",
-            retry_after=self._retry_seconds(),
-            request_id=rid,
-            outcome="upstream_error",
-        )
+        return self._replica_502(f"the replica broke off its answer ({_problem(error)})", "upstream_error", rid, kind)
 
     def _upstream_failed(self, replica: Replica, error: BaseException, rid: str, kind: str) -> web.Response:
-        self._answered("error", kind)
         log.warning("replica %s failed a request: %s", replica.name, _problem(error))
+        return self._replica_502(f"the replica failed to answer ({_problem(error)})", "error", rid, kind)
+
+    def _replica_502(self, message: str, outcome: str, rid: str, kind: str) -> web.Response:
+        """A replica's failure as the client's 502 (an OpenAI error body), counted once under `outcome`."""
+        self._answered(outcome, kind)
         return answers.error(
-            502,
-            f"the replica failed to answer ({_problem(error)})",
-            "upstream_error",
-            retry_after=self._retry_seconds(),
-            request_id=rid,
-            outcome="error",
+            502, message, "upstream_error", retry_after=self._retry_seconds(), request_id=rid, outcome=outcome
         )
 
     # ------------------------------------------------------------------ hosted
