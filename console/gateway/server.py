@@ -51,7 +51,7 @@ from console.gateway.discovery import Discovery, DiscoveryError
 from console.gateway.drain import DrainMeter
 from console.gateway.sse import EventRelay
 from console.gateway.telemetry import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from console.gateway.telemetry import OUTCOMES, Telemetry
+from console.gateway.telemetry import OUTCOMES, ClientTimes, Telemetry
 from console.overflow.admission import (
     Forward,
     Hosted,
@@ -80,6 +80,7 @@ ADMIN_MAX_BODY = 64 * 1024
 MAX_REQUEST_ID = 128
 UPSTREAM_ERROR_BODY = 64 * 1024
 KEEPALIVE_SECONDS = 4.0
+CLIENT_TIMES = web.RequestKey("capcon_client_times", ClientTimes)  # kept on the aiohttp request
 MODELS_EVERY_CHECKS = 12  # a healthy replica's model list is read again every this many health checks
 # Refusals by admission code -> the outcome they are counted under.
 REFUSAL_OUTCOMES = {
@@ -735,6 +736,7 @@ class Gateway:
         return retry_after(len(self.queue), self._drain.rate(self._loop.time()), fallback)
 
     async def _generate(self, request: web.Request, path: str) -> web.StreamResponse:
+        request[CLIENT_TIMES] = ClientTimes(self._loop.time())
         rid = request.headers.get("x-request-id", "")
         if not rid or len(rid) > MAX_REQUEST_ID or not rid.isprintable():
             rid = uuid.uuid4().hex
@@ -873,7 +875,7 @@ class Gateway:
                 message, code, param = answers.normalized_upstream_error(status, body)
                 self._answered(outcome, kind)
                 replica.answered += 1
-                return answers.error(
+                answer = answers.error(
                     status,
                     message,
                     code,
@@ -882,6 +884,7 @@ class Gateway:
                     outcome=outcome,
                     param=param,
                 )
+                return await self._written(request, answer, outcome)
             content_type = upstream.headers.get("Content-Type", "application/json")
             head = {"Content-Type": content_type, "x-request-id": rid, "x-capcon-outcome": "local"}
             encoding = upstream.headers.get("Content-Encoding")
@@ -895,7 +898,7 @@ class Gateway:
                 finished = True
                 self._answered("local", kind)
                 replica.answered += 1
-                return web.Response(status=200, body=body, headers=head)
+                return await self._written(request, web.Response(status=200, body=body, headers=head), "local")
             response, finished = await self._relay_stream(request, upstream, replica, head, kind)
             return response
         finally:
@@ -919,22 +922,27 @@ class Gateway:
         replica.answered += 1
         relay = EventRelay()
         outcome = "local"
+        gone = False
+        times: ClientTimes = request[CLIENT_TIMES]
+        clock = self._loop.time
         try:
             await _to_client(response.prepare(request))
             async for chunk in upstream.content.iter_any():
                 out = relay.feed(chunk)
                 if out:
                     await _to_client(response.write(out))
+                    times.wrote(clock())
             finished = True
             rest = relay.rest()
             if rest:
                 await _to_client(response.write(rest))
+                times.wrote(clock())
             if not relay.done and _ends_at_close(upstream):
                 # A body that ends where the connection does: a replica that dies mid-stream looks like
                 # a clean end here, so only the stream's own last word ([DONE]) says it was whole.
                 raise aiohttp.ClientPayloadError("the replica closed the connection before the stream's end")
         except _ClientGone:
-            pass  # the client left: closing the upstream (in _relay) aborts the request on the replica
+            gone = True  # the client left: closing the upstream (in _relay) aborts the request on the replica
         except (TimeoutError, aiohttp.ClientError, OSError) as error:
             outcome = "upstream_error"
             self._answered(outcome, kind)
@@ -954,11 +962,29 @@ class Gateway:
         finally:
             if outcome == "local":  # also when the client left or the handler was cancelled
                 self._answered("local", kind)
+                self.telemetry.client_first_byte(outcome, times)
+        if gone:
+            return response, finished
         try:
             await response.write_eof()
         except (ConnectionError, RuntimeError):
-            pass
+            return response, finished
+        times.ended(clock())
+        self.telemetry.client_last_byte(outcome, times)
         return response, finished
+
+    async def _written(self, request: web.Request, response: web.Response, outcome: str) -> web.Response:
+        """Write a whole answer here rather than after the handler returns, so its client-seen time is known."""
+        try:
+            await response.prepare(request)
+            await response.write_eof()
+        except (ConnectionError, RuntimeError):
+            return response  # the client left
+        times: ClientTimes = request[CLIENT_TIMES]
+        times.ended(self._loop.time())
+        self.telemetry.client_first_byte(outcome, times)
+        self.telemetry.client_last_byte(outcome, times)
+        return response
 
     def _broke_off(self, replica: Replica, error: BaseException, rid: str, kind: str) -> web.Response:
         """A whole answer that broke off (or grew past --max-response-bytes) while it was read: 502."""
@@ -1018,6 +1044,8 @@ class Gateway:
         response = None
         counted = False
         finished = False
+        times: ClientTimes = request[CLIENT_TIMES]
+        clock = self._loop.time
         try:
             if upstream.status != 200:
                 log.warning("hosted endpoint answered %d: the request falls back to the bounded queue", upstream.status)
@@ -1040,7 +1068,7 @@ class Gateway:
                 self._count_usage(answer)
                 self._answered("hosted", kind)
                 counted = True
-                return web.Response(status=200, body=data, headers=head)
+                return await self._written(request, web.Response(status=200, body=data, headers=head), "hosted")
             head["Cache-Control"] = "no-cache"
             pending = b""
             checked = False  # the first data event was a completion chunk: only then does the answer start
@@ -1068,6 +1096,7 @@ class Gateway:
                         response = web.StreamResponse(status=200, headers=head)
                         await _to_client(response.prepare(request))
                     await _to_client(response.write(b"".join(ready)))
+                    times.wrote(clock())
                     ready = []
             finished = True
             if response is None:
@@ -1075,9 +1104,13 @@ class Gateway:
                 return None
             if pending.strip():
                 await _to_client(response.write(pending))
+                times.wrote(clock())
             self._answered("hosted", kind)  # before the end reaches the client, so it is counted when seen
             counted = True
+            self.telemetry.client_first_byte("hosted", times)
             await _to_client(response.write_eof())
+            times.ended(clock())
+            self.telemetry.client_last_byte("hosted", times)
             return response
         except _ClientGone:
             return response  # the client left; closing the upstream (below) ends the hosted request
@@ -1100,6 +1133,7 @@ class Gateway:
         finally:
             if response is not None and not counted:  # begun, then the client left (or the handler was cancelled)
                 self._answered("hosted", kind)
+                self.telemetry.client_first_byte("hosted", times)
             if finished:
                 upstream.release()
             else:

@@ -14,6 +14,17 @@
     capcon_gateway_hosted_tokens_total{kind}        prompt, completion: usage reported by the hosted endpoint
     capcon_gateway_hosted_cost_dollars_total        those tokens at --hosted-price-per-million
     capcon_gateway_policy_switches_total            switches applied (operator or expiry)
+    capcon_gateway_client_ttft_seconds              time to first byte as the client sees it (histogram): from
+                                                    the request accepted (its headers read) to the first byte of
+                                                    the answer's body written to the client, queue wait included;
+                                                    outcomes local and hosted only (a refusal is no first token)
+    capcon_gateway_client_e2e_seconds               accepted to the answer's last byte written (histogram), the
+                                                    same requests; a client that left mid-answer has a first
+                                                    byte but no last, so it counts in the first only
+
+The client histograms use vLLM's own bucket bounds (TTFT and request latency), so the gateway's
+figure and the replicas' `vllm:time_to_first_token_seconds` read on the same scale: with a gateway
+in front, the client's figure is the users' (queue wait + the replica's TTFT).
 
 One registry per gateway (tests run several in one process). Children are made once, so
 a request costs a few integer increments.
@@ -33,6 +44,17 @@ CLASSES = ("interactive", "deferrable")
 QUEUES = ("interactive", "batch")
 WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0)
 RETRY_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 300, 900, 3600, 6 * 3600)
+# vLLM's bucket bounds (vllm/v1/metrics/loggers.py, since 0.8.5): time_to_first_token_seconds and
+# e2e_request_latency_seconds.
+CLIENT_TTFT_BUCKETS = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+    2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+CLIENT_E2E_BUCKETS = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip
+CLIENT_OUTCOMES = ("local", "hosted")  # answers from a replica or the hosted endpoint
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
@@ -106,6 +128,18 @@ class Telemetry:
             "capcon_gateway_hosted_cost_dollars", "Hosted tokens at the configured price.", registry=registry
         )
         self._switches = Counter("capcon_gateway_policy_switches", "Policy switches applied.", registry=registry)
+        self._client_ttft = Histogram(
+            "capcon_gateway_client_ttft_seconds",
+            "Accepted to the first byte of the answer written to the client, queue wait included.",
+            buckets=CLIENT_TTFT_BUCKETS,
+            registry=registry,
+        )
+        self._client_e2e = Histogram(
+            "capcon_gateway_client_e2e_seconds",
+            "Accepted to the last byte of the answer written to the client.",
+            buckets=CLIENT_E2E_BUCKETS,
+            registry=registry,
+        )
 
     def replica_added(self, name: str) -> None:
         in_flight, healthy = self._in_flight, self._healthy
@@ -130,6 +164,16 @@ class Telemetry:
 
     def waited(self, queue: str, seconds: float) -> None:
         self._wait[queue].observe(seconds)
+
+    def client_first_byte(self, outcome: str, times: ClientTimes) -> None:
+        """Once per answer from a replica or the hosted endpoint whose first byte was written: its TTFT."""
+        if outcome in CLIENT_OUTCOMES and times.first_byte is not None:
+            self._client_ttft.observe(max(0.0, times.first_byte - times.accepted))
+
+    def client_last_byte(self, outcome: str, times: ClientTimes) -> None:
+        """Once per such answer written whole: its end-to-end time."""
+        if outcome in CLIENT_OUTCOMES and times.last_byte is not None:
+            self._client_e2e.observe(max(0.0, times.last_byte - times.accepted))
 
     def retry_after(self, seconds: int) -> None:
         self._retry.observe(seconds)
@@ -159,3 +203,22 @@ class Telemetry:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class ClientTimes:
+    """One request's moments on the event loop's clock: accepted, first and last byte of its answer written."""
+
+    __slots__ = ("accepted", "first_byte", "last_byte")
+
+    def __init__(self, accepted: float) -> None:
+        self.accepted = accepted
+        self.first_byte: float | None = None
+        self.last_byte: float | None = None
+
+    def wrote(self, now: float) -> None:
+        if self.first_byte is None:
+            self.first_byte = now
+
+    def ended(self, now: float) -> None:
+        self.wrote(now)
+        self.last_byte = now
