@@ -75,7 +75,13 @@ class Backtest:
 
     @property
     def scored(self) -> bool:
+        """At least one horizon has a forecast scored."""
         return any(e.points for e in self.forecast)
+
+    @property
+    def complete(self) -> bool:
+        """Every horizon has a forecast scored: the history holds the trend window and the last horizon after it."""
+        return bool(self.forecast) and all(e.points for e in self.forecast)
 
 
 def needed_minutes(horizons: Sequence[int] = HORIZONS_MINUTES) -> int:

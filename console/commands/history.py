@@ -102,6 +102,11 @@ def add_parser(sub):
         "--tz", metavar="ZONE", help="the clock hours and days are cut on (default: the plan's time zone, else local)"
     )
     parser.add_argument(
+        "--backtest",
+        action="store_true",
+        help="how wrong the forecast has been: its error at 5, 15 and 30 minutes beside the naive forecast and the plan's profile",
+    )
+    parser.add_argument(
         "--salvage",
         metavar="NEW",
         help="copy what can still be read of a damaged history file into the new file NEW, then exit",
@@ -292,6 +297,8 @@ def run(args) -> int:
     except ValueError as error:
         raise UserError(f"--tz {error}") from None
     file_plan = load_plan(args.plan) if args.plan else None
+    if getattr(args, "backtest", False):
+        return _backtest(args, now, chosen_zone, file_plan)
     compare = file_plan is not None and args.by is None
     by = args.by or "hour"
     default_from = "-7d" if (compare or by == "day") else "-24h"
@@ -343,6 +350,41 @@ def _read(args, store: Store, now: float, default_from: str, chosen_zone, file_p
         first, last = recorded_span(store, fleet)
         reports.append((fleet, zone, plan, hours, (first, last)))
     return reports, start, end, note, plans
+
+
+def _backtest(args, now: float, chosen_zone, file_plan: Plan | None) -> int:
+    """`--backtest`: the forecast walked over the recorded arrivals of each fleet (console.ahead.backtest)."""
+    from console.commands import history_backtest as bt
+
+    for option, text in (("--from", args.start), ("--to", args.end)):
+        if text is not None:
+            when_option(option, text, "now", now, chosen_zone)  # a typo is named before the file is opened
+    store = open_history(args.db)
+    fleets: list[dict] = []
+    try:
+        with reading_errors(store.path):
+            if args.fleet is None and not store.fleets():
+                _print_nothing_recorded(args, store.path, None)
+                return 0
+            plans = _Plans(store)
+            names = chosen_fleets(store, args.fleet)
+            lasts = [recorded_end(store, fleet) for fleet in names]
+            start, end = history_range(
+                args, now, "-7d", max((t for t in lasts if t is not None), default=None), chosen_zone
+            )
+            for n, fleet in enumerate(names):
+                plan = file_plan or plans.get(plan_id_in_force(store, fleet, -math.inf, math.inf))
+                zone = chosen_zone or (ZoneInfo(plan.timezone) if plan is not None else local_zone())
+                result = bt.fleet_backtest(store, fleet, start, end, plan)
+                if args.json:
+                    fleets.append(bt.fleet_json(fleet, plan, result, start, end, zone))
+                else:
+                    bt.print_text(fleet, plan, result, start, end, zone, first=n == 0)
+    finally:
+        store.close()
+    if args.json:
+        bt.print_json(start, end, fleets)
+    return 0
 
 
 def _salvage(args) -> int:

@@ -83,10 +83,15 @@ def test_mape_is_the_mean_share_of_the_actual_rate_and_skips_quiet_minutes():
 def test_too_little_history_scores_nothing():
     assert needed_minutes() == 36
     short = backtest(minutes(lambda i: 5.0, 20))
-    assert short.scored and [e.points for e in short.forecast] == [10, 0, 0] and short.forecast[-1].mae_rps is None
+    assert (
+        short.scored
+        and not short.complete
+        and [e.points for e in short.forecast] == [10, 0, 0]
+        and short.forecast[-1].mae_rps is None
+    )
     assert not backtest(minutes(lambda i: 5.0, 10)).scored
     assert not backtest([]).scored
-    assert backtest(minutes(lambda i: 5.0, needed_minutes())).forecast[-1].points == 1
+    assert backtest(minutes(lambda i: 5.0, needed_minutes())).complete
 
 
 def test_unknown_minutes_are_neither_origins_nor_truths():
