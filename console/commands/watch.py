@@ -25,7 +25,7 @@ from console.errors import UserError
 from console.fleet.flags import SEVERITY_RANK
 from console.fleet.view import FleetView
 from console.live.defaults import DEFAULT_INTERVAL_SECONDS, MIN_CONSOLE_INTERVAL_SECONDS, MIN_ONCE_INTERVAL_SECONDS
-from console.live.feed import PollFeed
+from console.live.feed import PollFeed, gateway_watch
 from console.live.handle import FleetHandle
 from console.live.loop import Cadence, failure_words, poll_loop
 from console.live.setup import add_source_options, fleet_handles, load_plans
@@ -200,7 +200,9 @@ def _once(args, handles: list[FleetHandle], path: Path | None) -> int:
         return list(await asyncio.gather(*(_twice(feed, args.interval, args.window is not None) for feed in feeds)))
 
     with recording(path, args, handles, "watch") as recorder:
-        answers = asyncio.run(poll_all([PollFeed(handle, recorder) for handle in handles]))
+        answers = asyncio.run(
+            poll_all([PollFeed(handle, recorder, gateways=gateway_watch(handle)) for handle in handles])
+        )
     plan_files = args.plan or [None]
     polled = []  # (plan file, handle, (figures, view)) of every fleet that gave figures
     for plan_file, handle, answer in zip(plan_files, handles, answers):
@@ -241,20 +243,20 @@ async def _twice(feed: PollFeed, interval: float, explicit_window: bool) -> tupl
     A poll that failed as a whole: why, in words."""
     watcher = feed.handle.watcher
     views: list[FleetView] = []
+    # A gateway's rates and client latency need two reads of its /metrics, whatever the fleet's source.
+    polls = 2 if watcher.source_name == "scrape" or feed.gateways is not None else 1
 
     def failed(error: Exception) -> None:
         raise _PollFailed(f"poll failed: {failure_words(error)}")
 
     try:
-        await poll_loop(
-            feed, Cadence(interval), views.append, failed, polls=2 if watcher.source_name == "scrape" else 1
-        )
+        await poll_loop(feed, Cadence(interval), views.append, failed, polls=polls)
     except _PollFailed as failure:
         return str(failure)
     finally:
-        await watcher.aclose()
+        await feed.aclose()
     first, last = views[0].figures, views[-1].figures
-    if explicit_window or len(views) == 1:
+    if explicit_window or len(views) == 1 or watcher.source_name != "scrape":
         return last, views[-1]
     # The figures cover exactly the span between the two samples.
     return replace(last, window_seconds=round(last.at - first.at, 3)), views[-1]

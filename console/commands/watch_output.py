@@ -8,6 +8,7 @@ import time
 
 from console.ahead.words import forecast_line
 from console.fleet import format as fmt
+from console.fleet.client import client_line
 from console.fleet.columns import ONCE_COLUMNS
 from console.fleet.flags import flag_title
 from console.fleet.view_json import fleet_view_json
@@ -41,7 +42,13 @@ def once_lines(figures: FleetFigures, view, with_plan: bool, width: int | None =
     flag would repeat that line."""
     if figures.source_error and not figures.replicas:
         return [printable(f"capcon watch · source {figures.source} · {figures.source_error}")]
-    return [render_table(figures, width), *forecast_lines(view), *flag_lines(view, with_plan)]
+    return [render_table(figures, width), *client_lines(view), *forecast_lines(view), *flag_lines(view, with_plan)]
+
+
+def client_lines(view) -> list[str]:
+    """What the clients saw through the fleet's gateways, one line under the table; none without a gateway."""
+    line = client_line(view.gateway, view.figures.fleet) if view is not None else None
+    return [printable(line)] if line else []
 
 
 def forecast_lines(view) -> list[str]:

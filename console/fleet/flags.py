@@ -27,6 +27,7 @@ from console.ahead.forecast import Forecast
 from console.ahead.words import minutes_words
 from console.fleet.plan_now import PlanNow
 from console.metrics.figures import FAILED, FLEET_TOTAL, SERVING, Figures, FleetFigures, ReplicaState
+from console.metrics.gateway import GatewayFigures
 
 Severity = Literal["critical", "warning", "info"]
 SEVERITY_RANK: dict[str, int] = {"critical": 3, "warning": 2, "info": 1}
@@ -99,6 +100,9 @@ class FlagInputs:
     generation_before: float | None = None
     # Arrivals ahead and when they pass the replicas up (console.ahead.forecast), from the view.
     forecast: Forecast | None = None
+    # The fleet's gateways as their clients saw them (queue wait included): with a gateway in front, the
+    # plan's latency targets are the users' targets, so TTFT and end-to-end are judged on these figures.
+    client: GatewayFigures | None = None
 
 
 @dataclass(frozen=True)
@@ -410,18 +414,22 @@ def _latency_drift(f: Figures, inputs: FlagInputs, t: Thresholds) -> Reading | N
     )
 
 
-def _slo_breach(f: Figures, plan: PlanNow | None, t: Thresholds) -> list[Reading]:
+def _slo_breach(f: Figures, plan: PlanNow | None, t: Thresholds, client: GatewayFigures | None = None) -> list[Reading]:
     if plan is None:
         return []
+    ttft, e2e = client_or_replicas(f, client)
     checks = (
-        ("ttft", "p95 TTFT", f.ttft_p95_seconds, plan.ttft_p95_target_seconds),
-        ("tpot", "p95 TPOT", f.tpot_p95_seconds, plan.tpot_p95_target_seconds),
-        ("e2e", "p95 end-to-end", f.e2e_p95_seconds, plan.e2e_p95_target_seconds),
+        ("ttft", ttft, f.ttft_p95_seconds, plan.ttft_p95_target_seconds),
+        ("tpot", ("p95 TPOT", f.tpot_p95_seconds), None, plan.tpot_p95_target_seconds),
+        ("e2e", e2e, f.e2e_p95_seconds, plan.e2e_p95_target_seconds),
     )
     readings = []
-    for key, label, value, target in checks:
+    for key, (label, value), replicas, target in checks:
         if value is None or target is None:
             continue
+        why = f"{label} {_ms(value)} over its {_ms(target)} target"
+        if label.startswith("client") and replicas is not None:
+            why += f" (the replicas' own {_ms(replicas)})"
         readings.append(
             Reading(
                 f"slo_breach_{key}",
@@ -429,12 +437,26 @@ def _slo_breach(f: Figures, plan: PlanNow | None, t: Thresholds) -> list[Reading
                 raise_=value > target,
                 clear=value < t.slo_clear_share * target,
                 severity="critical",
-                why=f"{label} {_ms(value)} over its {_ms(target)} target",
+                why=why,
                 todo=f"Add replicas now {_see('Scaling out')}; if over the plan, apply {_overflow(plan)}.",
                 raise_after=t.min_duration_seconds,
             )
         )
     return readings
+
+
+def client_or_replicas(
+    f: Figures, client: GatewayFigures | None
+) -> tuple[tuple[str, float | None], tuple[str, float | None]]:
+    """The p95 TTFT and end-to-end a plan's targets are judged on, with their words: the clients' (through the
+    gateways, queue wait included) where the gateways gave them, else the replicas' own."""
+    ttft = ("p95 TTFT", f.ttft_p95_seconds)
+    e2e = ("p95 end-to-end", f.e2e_p95_seconds)
+    if client is not None and client.client_ttft_p95_seconds is not None:
+        ttft = ("client p95 TTFT", client.client_ttft_p95_seconds)
+    if client is not None and client.client_e2e_p95_seconds is not None:
+        e2e = ("client p95 end-to-end", client.client_e2e_p95_seconds)
+    return ttft, e2e
 
 
 def _above(value: float, limit: float, clear_share: float) -> tuple[bool, bool]:
@@ -611,7 +633,7 @@ def readings(inputs: FlagInputs, t: Thresholds, tracked: Collection[str] | None 
     drift = _latency_drift(fleet, inputs, t)
     if drift is not None:
         found.append(drift)
-    found += _slo_breach(fleet, plan, t)
+    found += _slo_breach(fleet, plan, t, inputs.client)
     found += _load(fleet, figures.replicas, plan, t)
     found += _workload_drift(fleet, plan, t)
     found += _schedule(figures.replicas, plan, t)

@@ -26,6 +26,7 @@ from console.fleet.flags import Flag, FlagInputs, FlagState, Pending, Severity, 
 from console.fleet.plan_now import PlanNow
 from console.fleet.trends import TrendPoint, Trends
 from console.metrics.figures import FAILED, FLEET_TOTAL, SERVING, Figures, FleetFigures
+from console.metrics.gateway import GatewayFigures
 
 Mark = Literal["critical", "warning", "info", "pending", "over", "ok", "unknown"]
 
@@ -328,6 +329,8 @@ class FleetView:
     trends: Trends
     flag_state: FlagState = field(default_factory=FlagState)
     forecast: Forecast | None = None  # arrivals ahead and when they pass the replicas up (console.ahead)
+    # The gateways in front of the fleet over the same window, as their clients saw them; None without one.
+    gateway: GatewayFigures | None = None
 
     @property
     def flags(self) -> tuple[Flag, ...]:
@@ -408,8 +411,12 @@ def advance(
     thresholds: Thresholds | None = None,
     trend_span_seconds: float = 600.0,
     profile: Profile | None = None,
+    gateway: GatewayFigures | None = None,
 ) -> FleetView:
     """The next view: trends and flags carried from `previous`, everything else from these figures.
+
+    `gateway`: the fleet's gateways over the same window; their clients' TTFT and end-to-end p95 are what the
+    plan's targets are judged on (console.fleet.flags.client_or_replicas).
 
     `profile`: what the plan expects over the minutes ahead (console.ahead.profile.plan_profile); without
     it the forecast leans on the plan's rps for this hour alone.
@@ -425,6 +432,7 @@ def advance(
         tpot_p95_before=trends.value_at("tpot_p95_seconds", looked_back),
         generation_before=trends.value_at("generation_tokens_per_second", looked_back),
         forecast=ahead,
+        client=gateway if gateway is not None and gateway.answering else None,
     )
     flag_state = evaluate(previous.flag_state if previous else FlagState(), inputs, now, thresholds)
     active, pending = flag_state.active, flag_state.pending
@@ -453,4 +461,5 @@ def advance(
         trends=trends_now,
         flag_state=flag_state,
         forecast=ahead,
+        gateway=gateway,
     )

@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable
 
 from console.ahead.forecast import HORIZONS_MINUTES, Forecast
+from console.fleet.client import client_json
 from console.fleet.view import Comparison, FleetView
 from console.metrics.figures import Figures, FleetFigures
 from console.plan.model import DAYS
@@ -163,4 +164,6 @@ def fleet_view_json(
         "comparisons": [comparison_json(c) for c in view.comparisons] if view is not None else [],
         "flags": flags_json(view, iso_time),
         "forecast": forecast_json(view.forecast if view is not None else None),
+        # What the clients saw through the fleet's gateways (console.fleet.client); null without one.
+        "client": client_json(view.gateway if view is not None else None),
     }

@@ -12,6 +12,7 @@ from typing import Protocol
 from console.ahead.profile import plan_profile
 from console.fleet.flags import changes
 from console.fleet.view import FleetView, advance
+from console.live.gateways import GatewayView, GatewayWatch
 from console.live.handle import FleetHandle
 from console.live.watcher import Poll
 from console.plan.model import Plan
@@ -25,18 +26,42 @@ class Recorder(Protocol):
     def submit(self, record: PollRecord) -> object: ...
 
 
+def gateway_watch(handle: FleetHandle, timeout: float = 2.0) -> GatewayWatch | None:
+    """The watch of the gateways in front of `handle`'s fleet, over the fleet's window; None without any."""
+    if not handle.gateways:
+        return None
+    return GatewayWatch(handle.gateways, handle.watcher.window_seconds or 60.0, timeout=timeout)
+
+
 class PollFeed:
     def __init__(
-        self, handle: FleetHandle, recorder: Recorder | None = None, checkpoint_every: int = CHECKPOINT_POLLS
+        self,
+        handle: FleetHandle,
+        recorder: Recorder | None = None,
+        checkpoint_every: int = CHECKPOINT_POLLS,
+        gateways: GatewayWatch | None = None,
     ) -> None:
         self.handle = handle
         self.recorder = recorder
         self.previous: FleetView | None = None
         self.recorded = 0
         self.checkpoint_every = checkpoint_every
+        # The gateways in front of the fleet, read in the same step as its replicas (console.live.loop), so
+        # the view judges the plan's latency targets on what the clients saw over the same window.
+        self.gateways = gateways
+        self.gateway_view: GatewayView | None = None  # the last read of them, for the overflow panel
 
-    def add(self, poll: Poll, now: float) -> FleetView:
-        """The view of this poll (as the console builds it at `now`), handed to the recorder.
+    async def aclose(self) -> None:
+        """Closes the fleet's sources: its replicas' and its gateways'."""
+        try:
+            await self.handle.watcher.aclose()
+        finally:
+            if self.gateways is not None:
+                await self.gateways.aclose()
+
+    def add(self, poll: Poll, now: float, gateway_view: GatewayView | None = None) -> FleetView:
+        """The view of this poll (as the console builds it at `now`), handed to the recorder; `gateway_view`:
+        the fleet's gateways read in the same step.
 
         Every `checkpoint_every` records carry the state after the poll (flags, trends, the watcher's
         samples), which the store keeps as a replay checkpoint: a jump then computes a few polls.
@@ -45,7 +70,11 @@ class PollFeed:
         plan_clock = handle.plan_time(now)
         # What the plan expects over the next half hour, for the view's forecast (console.ahead).
         profile = plan_profile(handle.plan, plan_clock) if handle.plan is not None and plan_clock is not None else None
-        view = advance(self.previous, handle.name, poll.figures, handle.plan_at(now), now, profile=profile)
+        self.gateway_view = gateway_view
+        gateway = gateway_view.figures if gateway_view is not None else None
+        view = advance(
+            self.previous, handle.name, poll.figures, handle.plan_at(now), now, profile=profile, gateway=gateway
+        )
         if self.recorder is not None:
             record = poll_record(handle.name, poll, self.previous, view, handle.plan, handle.plan_time(view.now))
             self.recorded += 1

@@ -11,8 +11,14 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from console.metrics.gateway import GatewayFigures, GatewaySample, combined, gateway_figures, wait_delta
-from console.metrics.window import BucketDelta
+from console.metrics.gateway import (
+    GatewayFigures,
+    GatewaySample,
+    WindowDeltas,
+    combined,
+    gateway_figures,
+    window_deltas,
+)
 from console.sources.gateway import GatewaySource
 from console.targets import targets_from
 
@@ -47,7 +53,7 @@ class GatewayWatch:
         now = self.clock()
         results = await self.source.fetch(now)
         parts: list[GatewayFigures] = []
-        waits: list[BucketDelta | None] = []
+        deltas: list[WindowDeltas] = []
         for result, kept in zip(results, self._samples):
             raw: object = result.sample  # a GatewaySample riding in the replica's result type (sources/gateway.py)
             sample = raw if isinstance(raw, GatewaySample) else None
@@ -57,11 +63,11 @@ class GatewayWatch:
                 kept.popleft()
             older = kept[0] if kept and kept[0] is not sample else None
             parts.append(gateway_figures(result.name, older, sample, result.error if sample is None else ""))
-            waits.append(wait_delta(older, sample))
+            deltas.append(window_deltas(older, sample))
             if sample is None:
                 kept.clear()  # a gateway that stopped answering may come back restarted: start its window again
         name = parts[0].name if len(parts) == 1 else f"{len(parts)} gateways"
-        return GatewayView(combined(name, parts, waits), self.names)
+        return GatewayView(combined(name, parts, deltas), self.names)
 
     async def aclose(self) -> None:
         await self.source.aclose()

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from console.fleet.view import FleetView
 from console.live.collector import COLLECTOR
 from console.live.feed import PollFeed
+from console.live.gateways import GatewayView
+from console.live.watcher import Poll
 
 
 class Cadence:
@@ -75,8 +77,8 @@ async def poll_loop(
         if not cadence.paused:
             started = cadence.timer()
             try:
-                poll = await feed.handle.watcher.poll()
-                view = feed.add(poll, clock())
+                poll, gateways = await _poll_step(feed)
+                view = feed.add(poll, clock(), gateways)
             except Exception as error:  # noqa: BLE001 - a failing source is shown, never fatal
                 on_failure(error)
             else:
@@ -86,6 +88,17 @@ async def poll_loop(
             if polls is not None and made >= polls:
                 return
         await cadence.wait(started)
+
+
+async def _poll_step(feed: PollFeed) -> tuple[Poll, GatewayView | None]:
+    """The fleet's replicas and its gateways read together: one window for both."""
+    if feed.gateways is None:
+        return await feed.handle.watcher.poll(), None
+    poll, gateways = await asyncio.gather(feed.handle.watcher.poll(), feed.gateways.poll(), return_exceptions=True)
+    if isinstance(poll, BaseException):
+        raise poll
+    # Gateways that cannot be read leave their figures unknown for this poll; the replicas' view goes on.
+    return poll, gateways if isinstance(gateways, GatewayView) else None
 
 
 def failure_words(error: Exception) -> str:

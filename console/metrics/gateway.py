@@ -47,6 +47,10 @@ class GatewaySample:
     switches: float
     policy: PolicyInForce | None
     started_at: float | None = None  # the gateway process's start: a new one means a restart
+    # As the clients saw it (console.gateway.telemetry): accepted to the first byte of the answer, queue wait
+    # included, and accepted to the last byte; None from a gateway that does not export them.
+    client_ttft: Histogram | None = None
+    client_e2e: Histogram | None = None
 
 
 @dataclass(frozen=True)
@@ -68,10 +72,38 @@ class GatewayFigures:
     queue_wait_p95_seconds: float | None = None
     hosted_tokens_per_second: float | None = None
     hosted_dollars_per_hour: float | None = None
+    # What the clients saw over the window: the p95s of the answers they got (queue wait included), and every
+    # arrival whatever its end (the shares below are of these).
+    client_ttft_p95_seconds: float | None = None
+    client_e2e_p95_seconds: float | None = None
+    arrivals_per_second: float | None = None
     policy: PolicyInForce | None = None  # the mode in force; mode MIXED when the gateways differ
     modes: tuple[str, ...] = ()  # each answering gateway's mode, in order
     error: str = ""  # why a gateway gave no figures, in words
     detail: tuple[GatewayFigures, ...] = field(default=(), compare=False)  # each gateway, when several
+
+    def share(self, per_second: float | None) -> float | None:
+        """A rate as a share of the arrivals: unknown when either is, or when nothing arrived."""
+        arrivals = self.arrivals_per_second
+        if per_second is None or arrivals is None or not arrivals > 0:
+            return None
+        return per_second / arrivals
+
+    @property
+    def refused_per_second(self) -> float | None:
+        """Turned away for now: 429 at once (queue full) and 503 at the queue's deadline."""
+        if self.rejected_per_second is None or self.timed_out_per_second is None:
+            return None
+        return self.rejected_per_second + self.timed_out_per_second
+
+
+@dataclass(frozen=True)
+class WindowDeltas:
+    """One gateway's histogram deltas over the window, for `combined`'s merged quantiles."""
+
+    wait: BucketDelta | None = None
+    client_ttft: BucketDelta | None = None
+    client_e2e: BucketDelta | None = None
 
 
 def _restarted(older: GatewaySample, newer: GatewaySample) -> bool:
@@ -107,7 +139,7 @@ def gateway_figures(
     if older is None or not elapsed > 0 or _restarted(older, newer):
         return now_known
     outcome = {k: _rate(older.outcomes.get(k, 0.0), newer.outcomes.get(k, 0.0), elapsed) for k in OUTCOMES}
-    wait = histogram_delta(older.wait, newer.wait)
+    deltas = window_deltas(older, newer)
     return replace(
         now_known,
         admitted_per_second=outcome["local"],
@@ -116,9 +148,12 @@ def gateway_figures(
         timed_out_per_second=outcome["timed_out"],
         deferred_per_second=outcome["deferred"],
         errors_per_second=outcome["error"] + outcome["upstream_error"],
-        queue_wait_p95_seconds=_observed_quantile(0.95, wait),
+        queue_wait_p95_seconds=_observed_quantile(0.95, deltas.wait),
         hosted_tokens_per_second=_rate(older.hosted_tokens, newer.hosted_tokens, elapsed),
         hosted_dollars_per_hour=_rate(older.hosted_cost_dollars, newer.hosted_cost_dollars, elapsed) * 3600.0,
+        client_ttft_p95_seconds=_observed_quantile(0.95, deltas.client_ttft),
+        client_e2e_p95_seconds=_observed_quantile(0.95, deltas.client_e2e),
+        arrivals_per_second=sum(outcome.values()),
     )
 
 
@@ -137,10 +172,14 @@ def _sum(values: Sequence[float | None]) -> float | None:
     return float(sum(v for v in values if v is not None))
 
 
-def combined(
-    name: str, parts: Sequence[GatewayFigures], waits: Sequence[BucketDelta | None] | None = None
-) -> GatewayFigures:
-    """Several gateways as one: sums, the merged wait quantile (`waits`: their bucket deltas), the mode they agree on."""
+def _merged_quantile(q: float, deltas: Sequence[BucketDelta | None]) -> float | None:
+    """The quantile over the merged deltas of the gateways that gave one (a quantile of what was observed)."""
+    return _observed_quantile(q, merge_deltas(deltas))
+
+
+def combined(name: str, parts: Sequence[GatewayFigures], deltas: Sequence[WindowDeltas] = ()) -> GatewayFigures:
+    """Several gateways as one: sums, quantiles over their merged bucket deltas (`deltas`, in the order of
+    `parts`), the mode they agree on."""
     if len(parts) == 1:
         return parts[0]
     answering = [p for p in parts if p.answering]
@@ -155,7 +194,6 @@ def combined(
     def total(attribute: str) -> float | None:
         return _sum([getattr(p, attribute) for p in parts])
 
-    merged = merge_deltas(waits) if waits else None
     errors = [f"{p.name}: {p.error}" for p in parts if p.error]
     return GatewayFigures(
         name,
@@ -170,9 +208,12 @@ def combined(
         errors_per_second=total("errors_per_second"),
         queue_length=total("queue_length"),
         batch_queue_length=total("batch_queue_length"),
-        queue_wait_p95_seconds=_observed_quantile(0.95, merged) if merged is not None else None,
+        queue_wait_p95_seconds=_merged_quantile(0.95, [d.wait for d in deltas]),
         hosted_tokens_per_second=total("hosted_tokens_per_second"),
         hosted_dollars_per_hour=total("hosted_dollars_per_hour"),
+        client_ttft_p95_seconds=_merged_quantile(0.95, [d.client_ttft for d in deltas]),
+        client_e2e_p95_seconds=_merged_quantile(0.95, [d.client_e2e for d in deltas]),
+        arrivals_per_second=total("arrivals_per_second"),
         policy=policy,
         modes=modes,
         error="; ".join(errors),
@@ -180,8 +221,12 @@ def combined(
     )
 
 
-def wait_delta(older: GatewaySample | None, newer: GatewaySample | None) -> BucketDelta | None:
-    """The interactive queue's bucket deltas between two samples (for `combined`), None when not computable."""
+def window_deltas(older: GatewaySample | None, newer: GatewaySample | None) -> WindowDeltas:
+    """The histograms' bucket deltas between two samples (for `combined`); None where not computable."""
     if older is None or newer is None or _restarted(older, newer):
-        return None
-    return histogram_delta(older.wait, newer.wait)
+        return WindowDeltas()
+    return WindowDeltas(
+        histogram_delta(older.wait, newer.wait),
+        histogram_delta(older.client_ttft, newer.client_ttft),
+        histogram_delta(older.client_e2e, newer.client_e2e),
+    )

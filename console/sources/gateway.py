@@ -27,12 +27,58 @@ def _number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+# The histograms read off the page: the interactive queue's wait, and what the clients saw (no labels).
+_HISTOGRAMS = {
+    "capcon_gateway_queue_wait_seconds": ("wait", {"queue": "interactive"}),
+    "capcon_gateway_client_ttft_seconds": ("client_ttft", {}),
+    "capcon_gateway_client_e2e_seconds": ("client_e2e", {}),
+}
+
+
+class _HistogramParts:
+    def __init__(self) -> None:
+        self.buckets: dict[float, float] = {}
+        self.sum: float | None = None
+        self.count: float | None = None
+
+    def add(self, suffix: str, labels: dict[str, str], value: float) -> None:
+        if suffix == "_bucket":
+            bound = _number_or_inf(labels.get("le", "nan"))
+            if bound is not None and math.isfinite(value):
+                self.buckets[bound] = value
+        elif suffix == "_sum" and math.isfinite(value):
+            self.sum = value
+        elif suffix == "_count" and math.isfinite(value):
+            self.count = value
+
+    def histogram(self) -> Histogram | None:
+        bounds = tuple(sorted(self.buckets))
+        return Histogram(bounds, tuple(self.buckets[b] for b in bounds), self.sum, self.count) if bounds else None
+
+
+def _number_or_inf(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return None if math.isnan(value) else value
+
+
+def _histogram_part(name: str, labels: dict[str, str]) -> tuple[str, str] | None:
+    """(field, suffix) when `name` is a bucket, sum or count of a histogram read here."""
+    for suffix in ("_bucket", "_sum", "_count"):
+        if name.endswith(suffix):
+            wanted = _HISTOGRAMS.get(name[: -len(suffix)])
+            if wanted is not None and all(labels.get(k) == v for k, v in wanted[1].items()):
+                return wanted[0], suffix
+    return None
+
+
 def read_gateway_page(text: str, at: float) -> GatewaySample:
     """The gateway's figures on one page; ValueError saying what is wrong when it is not a gateway's page."""
     outcomes: dict[str, float] = {}
     queue: dict[str, float] = {}
-    buckets: dict[float, float] = {}
-    wait_sum = wait_count = None
+    histograms = {field: _HistogramParts() for field, _ in _HISTOGRAMS.values()}
     hosted_tokens = hosted_cost = switches = 0.0
     policy = None
     started = None
@@ -42,22 +88,18 @@ def read_gateway_page(text: str, at: float) -> GatewaySample:
             name, labels, value = sample.name, sample.labels, float(sample.value)
             if not name.startswith("capcon_gateway_") and name != "process_start_time_seconds":
                 continue
-            if not math.isfinite(value) and name != "capcon_gateway_queue_wait_seconds_bucket":
-                continue
             seen = seen or name.startswith("capcon_gateway_")
+            part = _histogram_part(name, labels)
+            if part is not None:
+                histograms[part[0]].add(part[1], labels, value)
+                continue
+            if not math.isfinite(value):
+                continue
             if name == "capcon_gateway_requests_total":
                 outcome = labels.get("outcome", "")
                 outcomes[outcome] = outcomes.get(outcome, 0.0) + value
             elif name == "capcon_gateway_queue_length":
                 queue[labels.get("queue", "")] = value
-            elif name == "capcon_gateway_queue_wait_seconds_bucket" and labels.get("queue") == "interactive":
-                bound = float(labels.get("le", "nan"))
-                if not math.isnan(bound):
-                    buckets[bound] = value
-            elif name == "capcon_gateway_queue_wait_seconds_sum" and labels.get("queue") == "interactive":
-                wait_sum = value
-            elif name == "capcon_gateway_queue_wait_seconds_count" and labels.get("queue") == "interactive":
-                wait_count = value
             elif name == "capcon_gateway_hosted_tokens_total":
                 hosted_tokens += value
             elif name == "capcon_gateway_hosted_cost_dollars_total":
@@ -76,9 +118,19 @@ def read_gateway_page(text: str, at: float) -> GatewaySample:
                 started = value
     if not seen:
         raise ValueError("no capcon_gateway_ metrics on the page: is this a capcon gateway's address?")
-    bounds = tuple(sorted(buckets))
-    wait = Histogram(bounds, tuple(buckets[b] for b in bounds), wait_sum, wait_count) if bounds else None
-    return GatewaySample(at, outcomes, queue, wait, hosted_tokens, hosted_cost, switches, policy, started)
+    return GatewaySample(
+        at,
+        outcomes,
+        queue,
+        histograms["wait"].histogram(),
+        hosted_tokens,
+        hosted_cost,
+        switches,
+        policy,
+        started,
+        client_ttft=histograms["client_ttft"].histogram(),
+        client_e2e=histograms["client_e2e"].histogram(),
+    )
 
 
 class GatewaySource(ScrapeSource):

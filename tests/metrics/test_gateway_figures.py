@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from console.metrics.gateway import MIXED, GatewaySample, PolicyInForce, combined, gateway_figures, wait_delta
+from console.metrics.gateway import (
+    MIXED,
+    GatewaySample,
+    PolicyInForce,
+    WindowDeltas,
+    combined,
+    gateway_figures,
+    window_deltas,
+)
 from console.metrics.vllm import Histogram
 
 BOUNDS = (0.1, 0.5, 1.0, float("inf"))
@@ -14,6 +22,8 @@ BOUNDS = (0.1, 0.5, 1.0, float("inf"))
 
 def sample(at, local=0.0, rejected=0.0, timed_out=0.0, hosted=0.0, waits=(0, 0, 0, 0), cost=0.0, mode="pass", **more):
     counts = tuple(float(c) for c in waits)
+    ttft = more.pop("ttft", None)
+    e2e = more.pop("e2e", None)
     return GatewaySample(
         at=at,
         outcomes={"local": local, "rejected": rejected, "timed_out": timed_out, "hosted": hosted, "deferred": 0.0},
@@ -26,6 +36,8 @@ def sample(at, local=0.0, rejected=0.0, timed_out=0.0, hosted=0.0, waits=(0, 0, 
             mode, more.pop("actor", "plan"), more.pop("from_plan", True), more.pop("set_at", 10.0), None
         ),
         started_at=more.pop("started_at", 1.0),
+        client_ttft=None if ttft is None else Histogram(BOUNDS, tuple(map(float, ttft)), None, float(ttft[-1])),
+        client_e2e=None if e2e is None else Histogram(BOUNDS, tuple(map(float, e2e)), None, float(e2e[-1])),
     )
 
 
@@ -91,7 +103,7 @@ def test_the_merged_wait_quantile_comes_from_summed_buckets():
     o, n = sample(0.0), sample(10.0, waits=(10, 10, 10, 10))
     o2, n2 = sample(0.0), sample(10.0, waits=(0, 0, 10, 10))
     parts = [gateway_figures("a", o, n), gateway_figures("b", o2, n2)]
-    merged = combined("x", parts, [wait_delta(o, n), wait_delta(o2, n2)])
+    merged = combined("x", parts, [window_deltas(o, n), window_deltas(o2, n2)])
     assert 0.5 < merged.queue_wait_p95_seconds <= 1.0
 
 
@@ -113,3 +125,35 @@ def test_answers_broken_off_upstream_count_as_errors_the_clients_saw():
     assert f.errors_per_second == pytest.approx(3.0)  # 10 refused before a byte, 20 broken off mid-answer
     before = sample(100.0, local=10)  # a gateway older than the outcome: nothing to count, never a negative rate
     assert gateway_figures("g", before, sample(110.0, local=20)).errors_per_second == pytest.approx(0.0)
+
+
+def test_what_the_clients_saw_their_p95s_and_the_shares_of_every_arrival():
+    # 20 answered (10 within 0.1 s, 10 between 0.5 and 1 s: they waited in the queue), 5 refused at once,
+    # 3 at the deadline, 2 sent to the hosted endpoint: 30 arrivals in 10 s.
+    older = sample(0.0, ttft=(0, 0, 0, 0), e2e=(0, 0, 0, 0))
+    newer = sample(10.0, local=18, hosted=2, rejected=5, timed_out=3, ttft=(10, 10, 20, 20), e2e=(0, 0, 0, 20))
+    f = gateway_figures("g", older, newer)
+    assert f.arrivals_per_second == pytest.approx(2.8)
+    assert 0.5 < f.client_ttft_p95_seconds <= 1.0
+    assert f.client_e2e_p95_seconds == pytest.approx(1.0)  # all past the last bound: its value, as Prometheus says
+    assert f.share(f.refused_per_second) == pytest.approx(8 / 28)
+    assert f.share(f.hosted_per_second) == pytest.approx(2 / 28)
+
+
+def test_a_gateway_without_the_client_histograms_or_without_answers_leaves_them_unknown():
+    older, newer = sample(0.0), sample(10.0, local=5)
+    assert gateway_figures("g", older, newer).client_ttft_p95_seconds is None  # an older gateway
+    idle = gateway_figures("g", sample(0.0, ttft=(0, 0, 0, 0)), sample(10.0, ttft=(0, 0, 0, 0)))
+    assert idle.client_ttft_p95_seconds is None  # no answer in the window is not a 0 s TTFT
+    assert idle.arrivals_per_second == 0 and idle.share(idle.refused_per_second) is None
+
+
+def test_several_gateways_client_p95_comes_from_their_merged_buckets():
+    o, n = sample(0.0, ttft=(0, 0, 0, 0)), sample(10.0, local=20, ttft=(20, 20, 20, 20))
+    o2, n2 = sample(0.0, ttft=(0, 0, 0, 0)), sample(10.0, local=20, ttft=(0, 0, 0, 20))
+    parts = [gateway_figures("a", o, n), gateway_figures("b", o2, n2)]
+    merged = combined("x", parts, [window_deltas(o, n), window_deltas(o2, n2)])
+    assert merged.client_ttft_p95_seconds == pytest.approx(1.0)  # b's slow half decides the p95 (a alone: 0.1)
+    assert parts[0].client_ttft_p95_seconds <= 0.1
+    assert merged.arrivals_per_second == pytest.approx(4.0)
+    assert combined("x", parts, [WindowDeltas(), WindowDeltas()]).client_ttft_p95_seconds is None
