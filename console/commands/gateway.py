@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import math
 import os
@@ -244,6 +243,30 @@ def add_parser(sub):
         help="longest silence from a replica within one answer (default 600)",
     )
     parser.add_argument(
+        "--header-timeout",
+        type=_number(float, 0, 3600),
+        default=10.0,
+        metavar="SECONDS",
+        help="a client's request head (line and headers) must arrive whole this soon after its first byte, or "
+        "after the connection opened, else the connection is closed (default 10; 0: no limit)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=_number(float, 0, 3600),
+        default=75.0,
+        metavar="SECONDS",
+        help="a kept-alive client connection with no new request is closed after this long (default 75, longer "
+        "than common load balancers' 60 s; 0: no limit of the gateway's own)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=_number(int, 0, 10_000_000),
+        metavar="N",
+        help="client connections open at once; past it a new one takes the place of the one waiting longest "
+        "for its request head, or is closed at once (default and most: half the open-files limit less 64, "
+        "the limit first raised to the hard one; 0: no cap of its own)",
+    )
+    parser.add_argument(
         "--loop",
         choices=("auto", "asyncio", "uvloop"),
         default="auto",
@@ -451,6 +474,9 @@ def build_config(args):
         drain_timeout=args.drain_timeout,
         max_body_bytes=args.max_body_bytes,
         upstream_timeout=args.upstream_timeout,
+        header_timeout=args.header_timeout,
+        idle_timeout=args.idle_timeout,
+        max_connections=args.max_connections,
         max_response_bytes=args.max_response_bytes,
         fleet_name=fleet,
         history=history,
@@ -495,6 +521,8 @@ def _setup_logging() -> None:
 
 
 async def _serve(config, loop_name: str = "asyncio") -> None:
+    import asyncio
+
     from console.gateway.config import is_loopback
     from console.gateway.server import Gateway
     from console.overflow.policy import summary
@@ -512,6 +540,9 @@ async def _serve(config, loop_name: str = "asyncio") -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, on_signal)
         signals.append(signum)
+    from console.gateway.connections import raise_open_files_limit
+
+    files = raise_open_files_limit()[1]  # as servers do: the cap on client connections is kept under it
     gateway = Gateway(config)
     try:
         try:
@@ -546,6 +577,12 @@ async def _serve(config, loop_name: str = "asyncio") -> None:
             print("admin API off (no --admin-token-env): the policy stays as started")
         if config.deferrable_keys:
             print(f"deferrable class: requests bearing one of {len(config.deferrable_keys)} client key(s)")
+        guard = gateway.connections
+        print(
+            f"client connections: at most {guard.max_connections or 'any number'} open"
+            + (f" (open-files limit {files})" if files else "")
+            + f", head within {_seconds(guard.header_timeout)}, idle kept {_seconds(guard.idle_timeout)}"
+        )
         print(f"metrics on {gateway.url}/metrics; event loop: {loop_name}")
         print("Ctrl+C stops it.", flush=True)
         await stop.wait()
@@ -559,6 +596,10 @@ async def _serve(config, loop_name: str = "asyncio") -> None:
     finally:
         for signum in signals:
             loop.remove_signal_handler(signum)
+
+
+def _seconds(value: float | None) -> str:
+    return f"{value:g} s" if value else "without limit"
 
 
 def _loop_factory(choice: str):
@@ -577,6 +618,8 @@ def _loop_factory(choice: str):
 
 
 def run(args) -> int:
+    import asyncio
+
     config = build_config(args)
     factory = _loop_factory(getattr(args, "loop", "auto"))
     _setup_logging()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from console.gateway.bounded_json import DEFAULT_MAX_RESPONSE_BYTES
+from console.gateway.connections import DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT
 from console.overflow.policy import Policy
 from console.targets import TARGET_EXPECTED, masked_target, target_metrics_url
 
@@ -48,6 +49,11 @@ class GatewayConfig:
     upstream_timeout: float = 600.0  # longest silence from a replica inside one answer
     # Largest answer read whole (a non-stream answer, a hosted one, a model list, one hosted stream event).
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    # Client connections (console/gateway/connections.py): 0 turns a timeout off; max_connections None: from the
+    # open-files limit, 0: no cap of the gateway's own.
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    max_connections: int | None = None
     fleet_name: str = "gateway"
     # Replicas named by Prometheus instead of `targets` (console/gateway/discovery.py); the URL may hold a password.
     prometheus_url: str | None = field(default=None, repr=False)

@@ -47,6 +47,7 @@ from aiohttp import web
 from console.gateway import admin_input, answers, bounded_json, credentials
 from console.gateway.bounded_json import Unreadable
 from console.gateway.config import GatewayConfig
+from console.gateway.connections import ConnectionGuard, connection_cap, open_files_limit
 from console.gateway.discovery import Discovery, DiscoveryError
 from console.gateway.drain import DrainMeter
 from console.gateway.sse import EventRelay
@@ -199,6 +200,8 @@ class Gateway:
         self._session: aiohttp.ClientSession | None = None
         self._hosted_session: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
+        self._listener: asyncio.Server | None = None
+        self.connections: ConnectionGuard | None = None
         self._admin_runner: web.AppRunner | None = None
         self._health_task: asyncio.Task | None = None
         self._expiry: asyncio.TimerHandle | None = None
@@ -233,13 +236,29 @@ class Gateway:
             if self.discovery is not None:
                 await self._discover()
             await self._check_all()
+            self.connections = self._connection_guard()
+            keepalive = {}
+            if config.idle_timeout:  # aiohttp's own keep-alive timer stays as a backstop behind the guard's
+                keepalive["keepalive_timeout"] = max(config.idle_timeout, config.header_timeout) + 1.0
             self._runner = web.AppRunner(
-                self._main_app(), access_log=None, handle_signals=False, shutdown_timeout=1.0, handler_cancellation=True
+                self._main_app(),
+                access_log=None,
+                handle_signals=False,
+                shutdown_timeout=1.0,
+                handler_cancellation=True,
+                **keepalive,
             )
             await self._runner.setup()
             host, port = config.listen
-            await web.TCPSite(self._runner, host, port, reuse_address=True).start()
-            self.url = _url_of(self._runner, host)
+            # Not a TCPSite: every connection goes through the guard (timeouts and the cap) to aiohttp's handler.
+            self._listener = await self._loop.create_server(
+                self.connections.protocol_factory(self._runner.server),
+                host,
+                port,
+                reuse_address=True,
+                backlog=1024,
+            )
+            self.url = _url_of(self._listener.sockets[0].getsockname())
             if config.admin is not None:
                 if not config.admin_token:
                     raise ValueError("the admin listener needs a token")
@@ -249,7 +268,7 @@ class Gateway:
                 await self._admin_runner.setup()
                 host, port = config.admin
                 await web.TCPSite(self._admin_runner, host, port, reuse_address=True).start()
-                self.admin_url = _url_of(self._admin_runner, host)
+                self.admin_url = _url_of(self._admin_runner.addresses[0])
         except BaseException:
             await self._close_all()
             raise
@@ -266,9 +285,8 @@ class Gateway:
             return
         self.stopping = True
         loop = self._loop
-        if self._runner is not None:
-            for site in list(self._runner.sites):
-                await site.stop()
+        if self._listener is not None:
+            self._listener.close()
         load = self._load()
         for queue in (self.queue, self.batch):
             while queue:
@@ -306,6 +324,8 @@ class Gateway:
                     pass
         if self.discovery is not None:
             await self.discovery.aclose()
+        if self._listener is not None:
+            self._listener.close()
         for runner in (self._runner, self._admin_runner):
             if runner is not None:
                 await runner.cleanup()
@@ -692,8 +712,28 @@ class Gateway:
 
     # ------------------------------------------------------------------ the main listener
 
+    def _connection_guard(self) -> ConnectionGuard:
+        """The client connections' rules; the cap kept below what the open-files limit allows."""
+        config = self.config
+        allowed = connection_cap(open_files_limit())
+        cap = config.max_connections
+        if cap is None:
+            cap = allowed
+        elif cap and allowed is not None and cap > allowed:
+            log.warning(
+                "--max-connections %d is over what the open-files limit allows (%d, each client connection may "
+                "hold an upstream one too): the cap is %d",
+                cap,
+                allowed,
+                allowed,
+            )
+            cap = allowed
+        guard = ConnectionGuard(config.header_timeout, config.idle_timeout, cap, self.telemetry.connection_closed)
+        self.telemetry.watch_connections(lambda: guard.open)
+        return guard
+
     def _main_app(self) -> web.Application:
-        app = web.Application(client_max_size=self.config.max_body_bytes)
+        app = web.Application(client_max_size=self.config.max_body_bytes, middlewares=[self.connections.middleware])
         app.router.add_post("/v1/completions", self._completions)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
@@ -1381,8 +1421,7 @@ def _auth_header(value: str | None) -> dict[str, str] | None:
     return {"Authorization": value} if value else None
 
 
-def _url_of(runner: web.AppRunner, host: str) -> str:
-    address = runner.addresses[0]
+def _url_of(address) -> str:
     shown = address[0]
     if ":" in shown:
         shown = f"[{shown}]"
