@@ -359,6 +359,7 @@ def printed_keys(tmp_path_factory) -> dict[str, set[str]]:
         assert history.exists(), err  # its exit status is the recording's business, not this test's
         summarised = capcon_in_process("history", "--db", str(history), "--json", "--by", "hour")
         compared = capcon_in_process("history", "--db", str(history), "--json", "--plan", str(second))
+        backtested = capcon_in_process("history", "--db", str(history), "--json", "--backtest")
         watched = finished_json(watch)
     finally:
         sim.terminate()
@@ -367,7 +368,7 @@ def printed_keys(tmp_path_factory) -> dict[str, set[str]]:
         "plan": keys_of(plans) | keys_of(finished_json(sizes)),
         "schedule": keys_of(schedule),
         "watch": keys_of(watched),
-        "history": keys_of(summarised) | keys_of(compared),
+        "history": keys_of(summarised) | keys_of(compared) | keys_of(backtested),
     }
 
 

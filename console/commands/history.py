@@ -10,6 +10,7 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from console.bench.estimate import load_plan, parse_plan
+from console.commands.history_import import add_import_options, check_not_import, run_import
 from console.commands.history_overflow import as_json as overflow_json
 from console.commands.history_overflow import overflow_days
 from console.commands.history_overflow import table as overflow_table
@@ -66,6 +67,9 @@ examples:
   capcon history --from -6h --fleet chat        the last 6 hours of fleet chat, a line an hour
   capcon history --plan plans/chat.yaml         the last 7 days against the plan, with a suggested profile
   capcon history --by day --json                for scripts
+  capcon history --backtest --plan plans/chat.yaml   how wrong the forecast has been on this fleet
+  capcon history import --prometheus http://prometheus:9090 --selector 'job="vllm"' --from -7d --to now
+                                                fill the history file from Prometheus
 
 a damaged history file (the error says so) is copied, as far as it can be read, with
   capcon history --db FILE --salvage NEW     then use --db NEW
@@ -111,6 +115,13 @@ def add_parser(sub):
         metavar="NEW",
         help="copy what can still be read of a damaged history file into the new file NEW, then exit",
     )
+    parser.add_argument(
+        "action",
+        nargs="?",
+        choices=("import",),
+        help="import: fill the history file from Prometheus' range queries (--prometheus, --selector, --from, --to)",
+    )
+    add_import_options(parser)
     parser.set_defaults(run=run)
     return parser
 
@@ -289,6 +300,10 @@ def tabulated_range(
 
 
 def run(args) -> int:
+    if getattr(args, "action", None) == "import":
+        file_plan = load_plan(args.plan) if args.plan else None
+        return run_import(args, file_plan, when_option, default_db_path)
+    check_not_import(args)
     if args.salvage:
         return _salvage(args)
     now = time.time()
@@ -355,6 +370,8 @@ def _read(args, store: Store, now: float, default_from: str, chosen_zone, file_p
 def _backtest(args, now: float, chosen_zone, file_plan: Plan | None) -> int:
     """`--backtest`: the forecast walked over the recorded arrivals of each fleet (console.ahead.backtest)."""
     from console.commands import history_backtest as bt
+    from console.store.database import reading_errors
+    from console.store.series import plan_id_in_force, recorded_end
 
     for option, text in (("--from", args.start), ("--to", args.end)):
         if text is not None:

@@ -13,7 +13,15 @@ from bisect import bisect_right
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from console.ahead.backtest import Backtest, CounterPoint, HorizonError, backtest, fleet_minutes, needed_minutes
+from console.ahead.backtest import (
+    Backtest,
+    CounterPoint,
+    HorizonError,
+    SaturationCalls,
+    backtest,
+    fleet_minutes,
+    needed_minutes,
+)
 from console.ahead.forecast import TREND_WINDOW_SECONDS, Profile
 from console.ahead.profile import plan_profile
 from console.plan.model import Plan
@@ -95,6 +103,8 @@ def fleet_json(fleet: str, plan: Plan | None, result: Backtest, start: float, en
         "saturation": None,
     }
     calls = result.saturation
+    if calls is None and plan is not None:  # a plan gives the capacity: no minute to score is zero calls, not unknown
+        calls = SaturationCalls(origins=0, calls=0, came_true=0, false_alarms=0, missed=0, mae_minutes=None)
     if calls is not None:
         out["saturation"] = {
             "origins": calls.origins,
