@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
-import time
 
 from console.errors import UserError
 
@@ -156,7 +154,7 @@ def _status_urls(args, plan) -> list[str]:
 
 
 def _token(args, plan) -> str:
-    from console.overflow.actuators import MIN_TOKEN_LENGTH, env_value
+    from console.live.actuators import MIN_TOKEN_LENGTH, env_value
 
     if args.admin_token_env:
         return env_value(
@@ -180,7 +178,9 @@ def run(args) -> int:
 
 
 def run_status(args) -> int:
-    from console.overflow.actuators import read_status
+    import asyncio
+
+    from console.live.actuators import read_status
     from console.redact import redact
 
     plan = _plan(args)
@@ -225,7 +225,7 @@ def _state_summary(state: dict | None) -> dict | None:
 
 
 def _status_lines(status, token: str) -> list[str]:
-    from console.overflow.actuators import bounded
+    from console.live.actuators import bounded
     from console.when import iso_when
 
     if not status.ok:
@@ -269,8 +269,9 @@ def _status_lines(status, token: str) -> list[str]:
 
 def build_request(args):
     """The SwitchRequest the options ask for; UserError naming the option for a bad value."""
+    from console.live.switch import default_actor
     from console.overflow.policy import PolicyError
-    from console.overflow.switch import default_actor, request
+    from console.overflow.switch import request
 
     try:
         return request(
@@ -297,51 +298,51 @@ def _option_words(problem) -> str:
 
 
 def run_set(args) -> int:
-    from console.overflow.actuators import ActuatorAnswer, actuators_for, apply_all
-    from console.overflow.audit import record_attempt
-    from console.overflow.policy import Policy, PolicyError
-    from console.overflow.switch import check_allowed
+    import asyncio
+
+    from console.live.actuators import actuators_for
+    from console.live.audit import StoreAudit
+    from console.live.switch import plan_rules, switch
     from console.store.database import Store
     from console.store.paths import default_history_path
 
     plan = _plan(args)
     req = build_request(args)
-    if plan is not None:
-        try:
-            check_allowed(req, Policy(hosted_allowed=plan.data.prompts_may_leave))
-        except PolicyError as problem:
-            raise UserError(f"{args.plan}: {_option_words(problem)}") from None
-    actuators = actuators_for(plan, _admin_urls(args), args.admin_token_env, os.environ)
+    admin_urls = _admin_urls(args)
     # Opened before anything is switched: a history that cannot be written stops here (exit 2), not after.
     store = Store.open(args.db if args.db else default_history_path())
     fleet = plan.name if plan is not None else "gateway"  # as `capcon gateway --db` names it
-    before = {a.name: None for a in actuators}
     try:
-        at = time.time()
-        try:
-            answers = asyncio.run(apply_all(actuators, req.body()))
-        except KeyboardInterrupt:
-            # Stopped while asking: the attempt is still recorded, its outcome unknown.
-            unknown = "interrupted (Ctrl+C) before it answered: it may have applied; see `capcon overflow status`"
-            record_attempt(
-                store, at, fleet, req, before, [ActuatorAnswer(a.name, False, unknown, 0.0) for a in actuators]
+        outcome = asyncio.run(
+            switch(
+                req,
+                fleet=fleet,
+                rules=plan_rules(plan),
+                actuators=lambda: actuators_for(plan, admin_urls, args.admin_token_env, os.environ),
+                audit=StoreAudit(store),
             )
-            raise
-        record_attempt(store, at, fleet, req, before, answers)
+        )
     finally:
         store.close()
+    if outcome.refused:
+        raise UserError(f"{args.plan}: {outcome.refused}")
+    answers = outcome.answers
     failed = [a for a in answers if not a.ok]
     for answer in answers:
         if answer.ok:
             print(f"applied by {answer.name}: {answer.detail}")
     for answer in failed:
         print(f"NOT applied by {answer.name}: {answer.detail}", file=sys.stderr)
+    if outcome.unrecorded:
+        print(f"capcon overflow set: NOT recorded in {store.path}: {outcome.unrecorded}", file=sys.stderr)
     if failed:
         print(
             f"capcon overflow set: {len(answers) - len(failed)} of {len(answers)} actuators applied {req.mode}; "
             f"{len(failed)} did not (above)",
             file=sys.stderr,
         )
+        return 1
+    if outcome.unrecorded:
         return 1
     print(f"{req.mode} applied by all {len(answers)} actuator(s); recorded in {store.path}")
     return 0

@@ -151,18 +151,13 @@ def note_line(note: SwitchNote, hhmm: Callable[[float], str] = utc_hhmm) -> str:
     return line
 
 
-def seen_switch(
-    before: PolicyInForce | None, after: PolicyInForce | None, notes: tuple[SwitchNote, ...]
-) -> SwitchNote | None:
-    """A switch the gateways show that the timeline does not hold yet (someone else's, or an expiry)."""
+def seen_switch(before: PolicyInForce | None, after: PolicyInForce | None) -> SwitchNote | None:
+    """A switch the gateways show between two reads (console/live/session.py tells one asked there from others')."""
     if after is None or after.mode == MIXED or before is None:
         return None
     if (after.mode, after.actor, after.set_at) == (before.mode, before.actor, before.set_at):
         return None
     at = after.set_at if after.set_at is not None else 0.0
-    for note in notes:  # asked for here: already on the timeline, with its reason
-        if note.mode == after.mode and note.actor == after.actor and abs(note.at - at) < 60.0:
-            return None
     return SwitchNote(at, after.mode, "plan (expiry)" if after.from_plan else after.actor)
 
 
@@ -178,7 +173,9 @@ def notes_from_events(events: Sequence[tuple[float, str, Mapping[str, object] | 
         if kind == ATTEMPT_KIND:
             applied, failed = d.get("applied"), d.get("failed")
             outcome = (
-                f"{applied} of {applied + failed} applied"
+                "refused by the plan"  # console/live/switch.py: nothing was sent
+                if d.get("refused")
+                else f"{applied} of {applied + failed} applied"
                 if isinstance(applied, int) and isinstance(failed, int)
                 else ""
             )

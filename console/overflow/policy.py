@@ -13,7 +13,10 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from console.plan.model import Plan
 
 Mode = Literal["pass", "bounded_queue", "hosted", "defer"]
 MODES: tuple[Mode, ...] = ("pass", "bounded_queue", "hosted", "defer")
@@ -26,6 +29,18 @@ MAX_INFLIGHT = 10_000
 MAX_SWITCH_SECONDS = 7 * 86_400.0
 MAX_REASON = 500
 MAX_ACTOR = 100
+# What a switch may set besides its mode, reason, actor and duration: the one list that the gateway's admin
+# API, `capcon overflow set` and the console's dialog all read. A parameter left out keeps the plan's value.
+SWITCH_PARAMETERS = (
+    "max_queue",
+    "max_wait_seconds",
+    "max_inflight_per_replica",
+    "hosted_after_queue",
+    "defer_action",
+    "max_batch_queue",
+)
+# The fields of a switch's body (PUT /admin/policy, a webhook's JSON, a command's stdin).
+SWITCH_FIELDS = ("mode", *SWITCH_PARAMETERS, "reason", "actor", "for")
 
 
 class PolicyError(ValueError):
@@ -56,6 +71,25 @@ class Policy:
     @property
     def from_plan(self) -> bool:
         return self.actor == "plan"
+
+
+def policy_from_plan(plan: Plan, replicas: int, instances: int = 1, set_at: float = 0.0) -> Policy:
+    """The plan's overflow section as a policy for one of `instances` gateways in front of `replicas` replicas.
+
+    The plan's `max_queue` is per replica (console/plan/model.py), so the gateway's bound is that
+    times the replicas it fronts, shared out between the gateways behind the load balancer. Hosted is
+    allowed only when the plan's data.prompts_may_leave says so.
+    """
+    overflow = plan.overflow
+    return Policy(
+        mode=overflow.mode,
+        max_queue=max(1, math.ceil(overflow.max_queue * max(1, replicas) / max(1, instances))),
+        max_wait_seconds=float(overflow.max_wait_seconds),
+        hosted_allowed=bool(plan.data.prompts_may_leave),
+        actor="plan",
+        reason=f"the plan's overflow section ({plan.source_path or plan.name})",
+        set_at=set_at,
+    )
 
 
 def in_force(current: Policy, plan_policy: Policy, now: float) -> Policy:
@@ -93,18 +127,7 @@ def parse_switch(body: object, plan_policy: Policy, now: float) -> Policy:
     """
     if not isinstance(body, dict):
         raise PolicyError("body", f"got {type(body).__name__}; expected a JSON object")
-    known = {
-        "mode",
-        "max_queue",
-        "max_wait_seconds",
-        "max_inflight_per_replica",
-        "hosted_after_queue",
-        "defer_action",
-        "max_batch_queue",
-        "reason",
-        "actor",
-        "for",
-    }
+    known = set(SWITCH_FIELDS)
     unknown = sorted(str(k) for k in body if k not in known)
     if unknown:
         # An empty name is still named: the client must see which field was refused.

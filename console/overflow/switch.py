@@ -5,36 +5,28 @@
 any gateway, webhook or command sees it. `body()` is the PUT /admin/policy JSON; `describe` says in one
 line what changes for clients, shown before the switch is confirmed.
 
-Pure: no clock (a request's time is the gateway's), no network.
+Pure: no clock (a request's time is stamped by console/live/switch.py, the one switch), no network.
 """
 
 from __future__ import annotations
 
-import getpass
-import math
-import socket
 from dataclasses import dataclass, fields
+from typing import Any
 
 from console.overflow.policy import (
-    MAX_ACTOR,
     MAX_REASON,
+    SWITCH_PARAMETERS,
     DeferAction,
     Mode,
     Policy,
     PolicyError,
     parse_switch,
+    policy_from_plan,
 )
 
 NO_REASON = "(say why)"  # a prefilled request's reason: `request` refuses it, the operator must write one
 LINE = 76  # describe's longest line: it fits 80 columns with the dialog's border
-PARAMETERS = (
-    "max_queue",
-    "max_wait_seconds",
-    "max_inflight_per_replica",
-    "hosted_after_queue",
-    "defer_action",
-    "max_batch_queue",
-)
+PARAMETERS = SWITCH_PARAMETERS  # the one list, console/overflow/policy.py; named here for older imports
 # The most permissive policy a body is checked against: whether hosted is allowed is the plan's and the
 # gateway's to say (check_allowed, and the gateway's own refusal).
 _ANY = Policy(hosted_allowed=True)
@@ -110,7 +102,7 @@ def request(
     if not isinstance(actor, str) or not actor.strip():
         raise PolicyError("actor", f"got {_shown(actor)}; expected who switched, as text")
     seconds = None if for_text in (None, "") else parse_duration(for_text, "for")
-    given = {k: v for k, v in parameters.items() if v is not None}
+    given: dict[str, Any] = {k: v for k, v in parameters.items() if v is not None}  # each checked by the request
     return SwitchRequest(mode=mode, reason=reason, actor=actor, for_seconds=seconds, **given)
 
 
@@ -125,15 +117,7 @@ def prefilled(source: object, mode: Mode | None = None, replicas: int = 1, insta
     A Plan's `overflow.max_queue` is per replica: times `replicas`, shared between `instances` gateways,
     as `capcon gateway` reads it. The reason is left for the operator: a placeholder that says so.
     """
-    if isinstance(source, Policy):
-        policy = source
-    else:
-        overflow = source.overflow  # type: ignore[attr-defined]  # a console.plan.model.Plan
-        policy = Policy(
-            mode=overflow.mode,
-            max_queue=max(1, math.ceil(overflow.max_queue * max(1, replicas) / max(1, instances))),
-            max_wait_seconds=float(overflow.max_wait_seconds),
-        )
+    policy = source if isinstance(source, Policy) else policy_from_plan(source, replicas, instances)  # type: ignore[arg-type]  # a Plan
     chosen = mode or policy.mode
     return SwitchRequest(
         mode=chosen,
@@ -186,21 +170,6 @@ def describe(req: SwitchRequest, current: Policy | None, replicas: int) -> str:
     return line if len(line) <= LINE else line[: LINE - 1] + "…"
 
 
-def default_actor() -> str:
-    """Who is switching, when --actor does not say: user@host, printable and bounded."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no login name, no passwd entry (a container's numeric uid)
-        user = "unknown"
-    try:
-        host = socket.gethostname()
-    except OSError:
-        host = ""
-    text = f"{user}@{host}" if host else user
-    flat = "".join(c if c.isprintable() else " " for c in text).strip()
-    return flat[:MAX_ACTOR] or "unknown"
-
-
 def _duration(seconds: float) -> str:
     for unit, size in (("d", 86_400), ("h", 3600), ("m", 60)):
         if seconds >= size and seconds % size == 0:
@@ -220,7 +189,6 @@ __all__ = [
     "PARAMETERS",
     "SwitchRequest",
     "check_allowed",
-    "default_actor",
     "describe",
     "prefilled",
     "request",

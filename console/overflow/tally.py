@@ -14,6 +14,7 @@ import math
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 KIND = "overflow_tally"
 COUNTS = ("local", "hosted", "rejected", "timed_out", "deferred", "hosted_tokens")
@@ -26,7 +27,7 @@ class Tally:
     def __init__(self) -> None:
         self.mode: str | None = None
         self.since = 0.0
-        self._base: dict[str, float] = {}
+        self._base: dict[str, float | None] = {}
 
     def begin(self, at: float, mode: str, totals: Mapping[str, float | None]) -> None:
         self.mode, self.since, self._base = mode, at, dict(totals)
@@ -70,7 +71,7 @@ def period(detail: object) -> dict | None:
     if not isinstance(detail, dict) or detail.get("mode") not in MODES:
         return None
     start, end, seconds = detail.get("start"), detail.get("end"), detail.get("seconds")
-    if not all(_finite(v) for v in (start, end, seconds)) or seconds < 0:
+    if not (_finite(start) and _finite(end) and _finite(seconds)) or seconds < 0:
         return None
     out = {"mode": detail["mode"], "start": float(start), "end": float(end), "seconds": float(seconds)}
     for name in COUNTS:
@@ -108,5 +109,5 @@ def day_modes(details: Iterable[object], day_starts: Sequence[float], end: float
     return [day for day in days if day.modes]
 
 
-def _finite(value: object) -> bool:
+def _finite(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -41,7 +41,6 @@ class SimFleet:
         traffic: str = "inprocess",
         burstiness: float | None = None,
         start_week_seconds: float = 7 * 3600.0,
-        gpu_pages: bool = True,
     ):
         if replicas < 1:
             raise ValueError(f"a fleet needs at least one replica, got {replicas}")
@@ -65,9 +64,6 @@ class SimFleet:
                 seed=seed * 1000 + i,
                 answer_sampler=answers,
                 kv_dtype=kv_dtype,
-                # Each replica's GPUs on a dcgm-exporter page of their own: after the replicas' ports when given.
-                gpu_port=((base_port + replicas + i) if base_port else 0) if gpu_pages else None,
-                gpu_name=plan.gpu.name,
             )
             for i in range(replicas)
         ]
@@ -89,11 +85,6 @@ class SimFleet:
     def urls(self) -> list[str]:
         """Base URLs of the replicas (scrape targets take `<url>/metrics`)."""
         return [replica.url for replica in self.replicas]
-
-    @property
-    def gpu_urls(self) -> list[str | None]:
-        """Each replica's dcgm-exporter page (its GPUs' own counters), in replica order; None where not served."""
-        return [replica.gpu_url for replica in self.replicas]
 
     @property
     def metrics_urls(self) -> list[str]:
@@ -164,7 +155,6 @@ class SimFleet:
             replica.halt()
         await self.stop_traffic()
         await asyncio.gather(*(replica.stop() for replica in self.replicas))
-        await asyncio.gather(*(replica.stop_gpu_page() for replica in self.replicas))
 
     async def stop_traffic(self) -> None:
         """Send nothing more, and give up what is in flight (a gateway in front sees its clients leave)."""

@@ -17,23 +17,23 @@ from typing import TYPE_CHECKING, Any
 
 from textual.app import App
 from textual.binding import Binding
+from textual.screen import ModalScreen
 
 from console.errors import UserError
 from console.fleet import format as fmt
-from console.fleet.overflow import MAX_NOTES, SwitchNote, note_line, policy_words, seen_switch
 from console.fleet.view import FleetView
 from console.live.collector import COLLECTOR
 from console.live.defaults import DEFAULT_INTERVAL_SECONDS
 from console.live.freshness import STALE_AFTER_INTERVALS
-from console.live.gateways import GatewayView
 from console.live.handle import FleetHandle
+from console.live.session import FleetSession
 from console.plan.model import DAYS
 from console.store.paths import default_history_path
 from console.text import printable
 from console.tui.demo import Demo, DemoControls
 from console.tui.drivers import Driver, LiveDriver, RecordedFleetLabel, ReplayDriver
-from console.tui.messages import GatewaysUpdated, PollFailed, ViewUpdated
-from console.tui.screens.base import ConsoleScreen
+from console.tui.messages import FrameShown, GatewaysUpdated, PolicySwitched, PollFailed, SwitchAsked, ViewUpdated
+from console.tui.screens.base import ConsoleScreen, local_hhmm
 from console.tui.screens.fault_screen import FaultMenu, FaultScreen
 from console.tui.screens.fleet_screen import FleetScreen
 from console.tui.screens.goto_screen import GoToScreen
@@ -114,13 +114,9 @@ class ConsoleApp(App):
         super().__init__()
         if not fleets:
             raise ValueError("the console needs at least one fleet")
-        self.fleets = list(fleets)
-        self.views: list[FleetView | None] = [None] * len(fleets)
-        # What each fleet's gateways did over the window (None: none watched, or not read yet).
-        self.gateway_views: list[GatewayView | None] = [None] * len(fleets)
-        # Each fleet's recent overflow switches, newest first: the flags panel's timeline.
-        self.switch_notes: list[tuple[SwitchNote, ...]] = [()] * len(fleets)
-        self.errors: list[str] = [""] * len(fleets)
+        # One session per watched fleet: its handle, view, gateways' view, switch timeline and error. The
+        # message handlers below are their only writers; the screens are handed the session they show.
+        self.sessions = [FleetSession(index, handle) for index, handle in enumerate(fleets)]
         self.read_only = read_only
         # The overflow switch (key m): who switches, and where the gateways' admin token is read from.
         self.admin_token_env = admin_token_env
@@ -147,6 +143,16 @@ class ConsoleApp(App):
             self.theme = theme
 
     @property
+    def fleets(self) -> list[FleetHandle | RecordedFleetLabel]:
+        """Each fleet's handle, in the order they were named."""
+        return [session.handle for session in self.sessions]  # type: ignore[misc]  # handed in as one of these
+
+    @property
+    def views(self) -> list[FleetView | None]:
+        """Each fleet's latest view (None: not polled yet), in the order they were named."""
+        return [session.view for session in self.sessions]
+
+    @property
     def interval(self) -> float:
         return self.driver.interval
 
@@ -161,7 +167,7 @@ class ConsoleApp(App):
     # --- start, polls, stop --------------------------------------------------
 
     def on_mount(self) -> None:
-        self.push_screen(OverviewScreen() if len(self.fleets) > 1 else FleetScreen(0))
+        self.push_screen(OverviewScreen() if len(self.sessions) > 1 else FleetScreen(self.sessions[0]))
         self.watching_since = self.clock()  # before a fleet's first poll, its figures' age counts from here
         self.driver.start(self)
         self.set_interval(1.0, self._redraw)  # the data age moves even when the figures do not
@@ -207,88 +213,70 @@ class ConsoleApp(App):
         await self.driver.stop()
 
     def on_view_updated(self, message: ViewUpdated) -> None:
-        self.views[message.index] = message.view
-        self.errors[message.index] = ""
+        self.sessions[message.index].viewed(message.view)
         self._redraw()
 
     def on_gateways_updated(self, message: GatewaysUpdated) -> None:
-        index = message.index
-        before = self.gateway_views[index]
-        self.gateway_views[index] = message.view
-        seen = seen_switch(
-            before.figures.policy if before is not None else None, message.view.figures.policy, self.switch_notes[index]
-        )
-        if seen is not None:
-            self.note_switch(index, seen)
+        self.sessions[message.index].gateways_read(message.view)
         self._redraw()
 
-    def note_switch(self, index: int, note: SwitchNote) -> None:
-        self.switch_notes[index] = (note, *self.switch_notes[index])[:MAX_NOTES]
+    def on_switch_asked(self, message: SwitchAsked) -> None:
+        self.sessions[message.index].asked(message.request)
+
+    def on_policy_switched(self, message: PolicySwitched) -> None:
+        self.sessions[message.index].switched(message.outcome)
+        self.driver.poll_now()  # the header and the panel show what the gateways now enforce
         self._redraw()
-
-    def switch_lines(self, index: int) -> tuple[str, ...]:
-        return tuple(note_line(note, local_hhmm) for note in self.switch_notes[index])
-
-    def watches_gateways(self, index: int) -> bool:
-        handle = self.fleets[index]
-        return bool(getattr(handle, "gateways", ()))
-
-    def overflow_words(self, index: int, now) -> str | None:
-        """The header's overflow word: the mode the gateways enforce (who, since, until) when they are watched,
-        else the plan's mode; None without either."""
-        if self.watches_gateways(index):
-            view = self.gateway_views[index]
-            if view is None or view.figures.answering == 0:
-                return "? (no gateway answering)"
-            return policy_words(view.figures.policy, local_hhmm)
-        handle = self.fleets[index]
-        return now.overflow_mode if now else (handle.plan.overflow.mode if handle.plan else None)
-
-    def overflow_mode(self, index: int, now) -> str | None:
-        """The mode alone (bounded_queue, hosted, ...) of what `overflow_words` says; None: no mode known."""
-        if self.watches_gateways(index):
-            view = self.gateway_views[index]
-            policy = view.figures.policy if view is not None and view.figures.answering else None
-            return policy.mode if policy is not None else None
-        handle = self.fleets[index]
-        return now.overflow_mode if now else (handle.plan.overflow.mode if handle.plan else None)
 
     def on_poll_failed(self, message: PollFailed) -> None:
-        self.errors[message.index] = message.error
+        self.sessions[message.index].failed(message.error)
         self._redraw()
 
-    def show_views(self, views: list[FleetView | None]) -> None:
-        """A replay's frame: every fleet's view at once."""
-        self.views = views
+    def on_frame_shown(self, message: FrameShown) -> None:
+        """A replay's frame: every fleet's view at once, and the timelines as they stood then."""
+        for index, session in enumerate(self.sessions):
+            switches = message.switches[index] if message.switches is not None else None
+            session.replayed(message.views[index], switches)
         self._redraw()
 
     def _console_screen(self) -> ConsoleScreen | None:
         """The screen on top when it is one of the console's own (not a menu or the help)."""
         return self.screen if isinstance(self.screen, ConsoleScreen) else None
 
+    def _shown_screen(self) -> ConsoleScreen | None:
+        """The console's screen that is showing: on top, or behind a dialog (the help, the switch, a menu)."""
+        for screen in reversed(self.screen_stack):
+            if isinstance(screen, ConsoleScreen):
+                return screen
+            if not isinstance(screen, ModalScreen):
+                return None  # a full screen of another kind hides everything below it
+        return None
+
     def _redraw(self) -> None:
-        # Only the screen on top renders: hidden screens catch up when they come back.
-        screen = self._console_screen()
+        # Only the screen showing renders (behind an open dialog too: the fleet keeps moving there);
+        # hidden screens catch up when they come back.
+        screen = self._shown_screen()
         if screen is not None:
             screen.redraw()
 
-    def stale_words(self, index: int) -> str:
-        """'stale 7s: poll failed: ...' when fleet `index` has had no fresh poll for two intervals while live
+    def stale_words(self, session: FleetSession) -> str:
+        """'stale 7s: poll failed: ...' when the fleet has had no fresh poll for two intervals while live
         (a poll failing as a whole, or one that never ends), else "": the header says it in place of `● live`."""
         if self.driver.words() is not None or self.paused:  # a replay, or paused: nothing is due
             return ""
-        view = self.views[index]
+        view = session.view
         now = self.clock()
         age = now - (view.figures.at if view else self.watching_since)
-        if age < STALE_AFTER_INTERVALS * self.driver.interval_of(index):
+        if age < STALE_AFTER_INTERVALS * self.driver.interval_of(session.index):
             return ""
-        reason = self.errors[index] or "a poll still running"
+        reason = session.error or "a poll still running"
         return f"stale {fmt.age(age)}: {reason}"
 
-    def header_info(self, index: int | None) -> HeaderInfo:
-        if index is None:
-            errors = [e for e in self.errors if e]
-            stale = [words for words in (self.stale_words(i) for i in range(len(self.fleets))) if words]
+    def header_info(self, session: FleetSession | None) -> HeaderInfo:
+        """The header of one fleet's screens, or of the overview (None)."""
+        if session is None:
+            errors = [s.error for s in self.sessions if s.error]
+            stale = [words for words in (self.stale_words(s) for s in self.sessions) if words]
             return HeaderInfo(
                 fleet=f"{len(self.fleets)} fleets",
                 plan=None,
@@ -304,12 +292,12 @@ class ConsoleApp(App):
                 replay=self.driver.words(),
                 stale=f"{len(stale)} of {len(self.fleets)} fleets {stale[0]}" if stale else "",
             )
-        view, handle = self.views[index], self.fleets[index]
+        view, index = session.view, session.index
         now = view.plan if view else None
         return HeaderInfo(
-            stale=self.stale_words(index),
-            fleet=handle.name,
-            plan=handle.plan.name if handle.plan else (view.plan.plan_name if view and view.plan else None),
+            stale=self.stale_words(session),
+            fleet=session.name,
+            plan=session.plan.name if session.plan else (view.plan.plan_name if view and view.plan else None),
             source=view.figures.source if view else None,
             window_seconds=view.figures.window_seconds if view else None,
             age_seconds=self.clock() - view.figures.at if view else None,
@@ -317,9 +305,9 @@ class ConsoleApp(App):
             paused=self.paused,
             read_only=self.read_only,
             demo_faults=self.demo_faults_on,
-            error=self.errors[index] or (view.figures.source_error if view else ""),
-            overflow=self.overflow_words(index, now),
-            overflow_mode=self.overflow_mode(index, now),
+            error=session.error or (view.figures.source_error if view else ""),
+            overflow=session.overflow_words(now, local_hhmm),
+            overflow_mode=session.overflow_mode(now),
             plan_at=f"{DAYS[now.weekday].capitalize()} {now.hour:02d}:00" if now else None,
             recording=self.recording_words(),
             replay=self.driver.words(),
@@ -405,9 +393,9 @@ class ConsoleApp(App):
 
     def can_switch(self, index: int) -> bool:
         """A fleet whose overflow policy can be switched from here: gateways watched, or actuators in its plan."""
-        handle = self.fleets[index]
-        plan = handle.plan
-        return self.watches_gateways(index) or bool(plan is not None and plan.overflow.actuators)
+        session = self.sessions[index]
+        plan = session.plan
+        return session.watches_gateways or bool(plan is not None and plan.overflow.actuators)
 
     def action_overflow_switch(self) -> None:
         index = self._index_on_screen()
@@ -416,7 +404,7 @@ class ConsoleApp(App):
         from console.tui.overflow_switch import switch_context  # noqa: PLC0415 - the switch's machinery when pressed
 
         try:
-            context = switch_context(self, index)
+            context = switch_context(self, self.sessions[index])
         except UserError as problem:
             self.clear_notifications()
             self.notify(
@@ -436,8 +424,9 @@ class ConsoleApp(App):
 
     def action_plan(self) -> None:
         index = self._fleet_on_screen()
-        if index is not None and not isinstance(self.screen, PlanScreen):
-            self.push_screen(PlanScreen(index, self.fleets[index].plan))
+        plan = self.sessions[index].plan if index is not None else None
+        if index is not None and plan is not None and not isinstance(self.screen, PlanScreen):
+            self.push_screen(PlanScreen(self.sessions[index], plan))
 
     def action_overview(self) -> None:
         while len(self.screen_stack) > 2 and not isinstance(self.screen, OverviewScreen):
@@ -471,7 +460,7 @@ class ConsoleApp(App):
         its name, and every replica's name by index.
         """
         screen = self._console_screen()
-        view = self.views[(screen.index if screen is not None else None) or 0]
+        view = self.sessions[(screen.index if screen is not None else None) or 0].view
         names = {i: row.key for i, row in enumerate(view.rows)} if view is not None else {}
         key = screen.chosen_replica() if screen is not None else None
         index = next((i for i, name in names.items() if name == key), 0)
@@ -554,11 +543,6 @@ def open_console(fleets: list[FleetHandle], args: Any, demo: DemoControls | None
 def default_screenshot_dir() -> Path:
     """Where key w saves: `screenshots` in capcon's data directory, the one the history file lives in."""
     return default_history_path().parent / "screenshots"
-
-
-def local_hhmm(at: float) -> str:
-    """A time of day on the terminal's clock, as the flags panel writes its times."""
-    return time.strftime("%H:%M", time.localtime(at))
 
 
 def _on_hangup(app: ConsoleApp) -> Any:

@@ -20,7 +20,7 @@ from console.live.handle import FleetHandle
 from console.live.loop import Cadence, failure_words, poll_loop
 from console.plan.model import Plan
 from console.text import printable
-from console.tui.messages import GatewaysUpdated, PollFailed, ViewUpdated
+from console.tui.messages import FrameShown, GatewaysUpdated, PollFailed, ViewUpdated
 
 if TYPE_CHECKING:
     from console.replay.controller import Frame, ReplayController
@@ -257,9 +257,8 @@ class ReplayDriver(Driver):
         app = self._app
         assert app is not None
         self.frame = frame
-        if frame.switches:
-            app.switch_notes = list(frame.switches)  # the timeline as it stood at the moment shown
-        app.show_views(list(frame.views))
+        # The views, and the timeline as it stood at the moment shown.
+        app.post_message(FrameShown(tuple(frame.views), tuple(frame.switches) if frame.switches else None))
         if frame.note:
             app.clear_notifications()
             app.notify(printable(frame.note), timeout=4, markup=False)

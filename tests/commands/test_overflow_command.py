@@ -255,7 +255,7 @@ async def test_ctrl_c_while_asking_still_records_the_attempt_and_ends_the_comman
     finally:
         store.close()
     (answer,) = attempt.detail["answers"]
-    assert not answer["ok"] and answer["detail"].startswith("interrupted (Ctrl+C)")
+    assert not answer["ok"] and answer["detail"].startswith("interrupted before it answered")
 
 
 async def test_status_from_a_hostile_gateway_reaches_the_terminal_escaped_and_bounded():

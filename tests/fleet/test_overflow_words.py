@@ -98,17 +98,17 @@ def test_no_plan_no_suggestion_and_the_replica_cost_comes_from_the_plan():
     assert "+1 replica $5.00/h" in panel_lines(g, PLANNED, None)[2].text
 
 
-def test_a_switch_seen_on_the_gateways_is_noted_once_and_not_twice_when_asked_for_here():
+def test_a_switch_seen_on_the_gateways_is_a_note_and_no_change_is_none():
+    # Telling a switch asked in the console from others' is the session's (tests/live/test_switch_session.py).
     from console.fleet.overflow import SwitchNote, note_line, seen_switch
 
     plan_policy = PolicyInForce("bounded_queue", "plan", True, 100.0, None)
     bobs = PolicyInForce("pass", "bob", False, 200.0, None)
-    note = seen_switch(plan_policy, bobs, ())
+    note = seen_switch(plan_policy, bobs)
     assert note == SwitchNote(200.0, "pass", "bob")
-    assert seen_switch(bobs, bobs, (note,)) is None  # nothing changed
+    assert seen_switch(bobs, bobs) is None  # nothing changed
     asked = SwitchNote(201.0, "pass", "bob", "spike", "1 of 1 applied")
-    assert seen_switch(plan_policy, bobs, (asked,)) is None  # already on the timeline, with its reason
     expired = PolicyInForce("bounded_queue", "plan", True, 1900.0, None)
-    assert seen_switch(bobs, expired, ()).actor == "plan (expiry)"
-    assert seen_switch(None, bobs, ()) is None  # the first look is not a switch
+    assert seen_switch(bobs, expired).actor == "plan (expiry)"
+    assert seen_switch(None, bobs) is None  # the first look is not a switch
     assert note_line(asked) == "⇄ 00:03 pass by bob: spike (1 of 1 applied)"

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from console.errors import UserError
-from console.overflow.actuators import (
+from console.live.actuators import (
     DETAIL,
     ActuatorAnswer,
     CommandActuator,

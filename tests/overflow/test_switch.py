@@ -6,13 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from console.live.switch import default_actor
 from console.overflow.policy import MAX_ACTOR, MAX_REASON, Policy, PolicyError, parse_switch
 from console.overflow.switch import (
     LINE,
     NO_REASON,
     SwitchRequest,
     check_allowed,
-    default_actor,
     describe,
     prefilled,
     request,

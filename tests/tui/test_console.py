@@ -373,7 +373,7 @@ async def test_a_failing_poll_is_shown_in_the_header_and_polling_goes_on():
     app = ConsoleApp([FleetHandle("assistant", None, FailingWatcher())], clock=FakeClock(), interval=60.0)
     async with app.run_test(size=(80, 24)) as pilot:
         for _ in range(100):
-            if app.errors[0]:
+            if app.sessions[0].error:
                 break
             await pilot.pause(0.01)
         await pilot.pause()

@@ -175,7 +175,7 @@ def switching_plan(fleet, *servers):
 
 async def open_switch(pilot, app) -> SwitchScreen:
     for _ in range(300):
-        if app.views[0] is not None and app.gateway_views[0] is not None:
+        if app.views[0] is not None and app.sessions[0].gateways is not None:
             break
         await pilot.pause(0.02)
     await pilot.press("m")
@@ -285,12 +285,12 @@ async def test_a_switch_made_elsewhere_shows_on_the_timeline_and_in_the_header()
         app = await live_app(switching_plan(fleet, server), fleet, [server])
         async with app.run_test(size=(120, 40)) as pilot, aiohttp.ClientSession() as session:
             for _ in range(300):
-                if app.gateway_views[0] is not None and app.views[0] is not None:
+                if app.sessions[0].gateways is not None and app.views[0] is not None:
                     break
                 await pilot.pause(0.02)
             assert (await switch(session, server, mode="pass", actor="bob", reason="runbook")).status == 200
             for _ in range(300):
-                if app.switch_notes[0]:
+                if app.sessions[0].switches:
                     break
                 await pilot.pause(0.02)
             await pilot.pause()
@@ -312,12 +312,13 @@ async def test_the_mode_fields_reach_the_gateway_and_its_refusal_is_shown():
             assert (policy.mode, policy.defer_action, policy.max_queue) == ("defer", "hold", 7)
             assert policy.expires_at == pytest.approx(policy.set_at + 7200)
             await pilot.press("escape")
-            # hosted, on a gateway without a hosted endpoint: refused, and the dialog says why
+            # hosted, with a plan that keeps prompts in: refused before anything is sent, and the dialog says why
             dialog = await open_switch(pilot, app)
             await pilot.press("3", "tab", "tab", "tab", "ctrl+u", *"5", "tab", "tab", *"try hosted", "enter", "enter")
             await until_answered(pilot, dialog)
             result = shown(dialog.query_one("#switch-result"))
-            assert "✖ 0 of 1 applied" in result and "prompts_may_leave is false" in result, result
+            assert "✖ nothing sent" in result and "prompts_may_leave is false" in result, result
+            assert dialog.answers == ()
         assert server.policy().mode == "defer"  # the refusal changed nothing
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from textual.css.query import NoMatches
 from textual.screen import Screen
 
@@ -32,3 +34,8 @@ class ConsoleScreen(Screen):
 
     def on_screen_resume(self) -> None:
         self.redraw()
+
+
+def local_hhmm(at: float) -> str:
+    """A time of day on the terminal's clock, as the flags panel and the header write their times."""
+    return time.strftime("%H:%M", time.localtime(at))

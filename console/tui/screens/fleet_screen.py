@@ -9,7 +9,8 @@ from textual.widgets import Footer, Input
 from console.fleet.columns import CONSOLE_BY_KEY
 from console.fleet.overflow import SWITCH_KEY, panel_lines, suggestion
 from console.fleet.view import FilterError, parse_filter
-from console.tui.screens.base import ConsoleScreen
+from console.live.session import FleetSession
+from console.tui.screens.base import ConsoleScreen, local_hhmm
 from console.tui.screens.replica_screen import ReplicaScreen
 from console.tui.screens.sort_screen import SOURCE_ORDER, SortScreen, default_descending
 from console.tui.widgets.console_header import ConsoleHeader
@@ -60,9 +61,10 @@ class FleetScreen(ConsoleScreen):
         Binding("tab", "focus_flags", "flags", show=False, id="focus-flags"),
     ]
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, session: FleetSession) -> None:
         super().__init__()
-        self.index = index
+        self.session = session
+        self.index = session.index
 
     def chosen_replica(self) -> str | None:
         return self.table.selected  # the row selected in the table
@@ -74,7 +76,7 @@ class FleetScreen(ConsoleScreen):
             yield PlanPanel(id="plan")
             with Vertical(id="right"):
                 yield TrendsPanel(id="trends")
-                if self.app.watches_gateways(self.index):
+                if self.session.watches_gateways:
                     overflow = OverflowPanel(id="overflow")
                     overflow.border_title = f"overflow · {SWITCH_KEY} switch"
                     yield overflow
@@ -93,17 +95,17 @@ class FleetScreen(ConsoleScreen):
         return self.query_one(FleetTable)
 
     def draw(self) -> None:
-        app = self.app
-        view = app.views[self.index]
-        self.query_one(ConsoleHeader).show(app.header_info(self.index))
+        app, session = self.app, self.session
+        view = session.view
+        self.query_one(ConsoleHeader).show(app.header_info(session))
         if view is None:
             return
         self.table.show_view(view)
         self.query_one(PlanPanel).show(view)
         self.query_one(TrendsPanel).show(view.trends)
         over = sum(1 for row in view.rows if row.over) + (1 if view.total.over and not view.rows else 0)
-        if app.watches_gateways(self.index):
-            gateways = app.gateway_views[self.index]
+        if session.watches_gateways:
+            gateways = session.gateways
             figures = gateways.figures if gateways is not None else None
             policy = figures.policy if figures is not None else None
             suggest = suggestion(view.flags, view.figures.fleet, view.plan, policy)
@@ -114,7 +116,7 @@ class FleetScreen(ConsoleScreen):
             view.pending,
             planned=view.plan is not None,
             over=over,
-            switches=app.switch_lines(self.index),
+            switches=session.switch_lines(local_hhmm),
             switch_key=SWITCH_KEY if app.can_switch(self.index) else None,
         )
 
@@ -199,4 +201,4 @@ class FleetScreen(ConsoleScreen):
             self.table.move(0) if self.table.order else None
             row = self.table.selected_row()
         if row is not None:
-            self.app.push_screen(ReplicaScreen(self.index, row.key))
+            self.app.push_screen(ReplicaScreen(self.session, row.key))

@@ -28,8 +28,8 @@ class OverviewScreen(ConsoleScreen):
         yield ConsoleHeader()
         yield Static(HEADER, id="overview-header", markup=False)
         with ConsoleScroll(id="fleets"):
-            for index, handle in enumerate(self.app.fleets):
-                yield FleetLine(index, handle.name)
+            for session in self.app.sessions:
+                yield FleetLine(session.index, session.name)
         yield Footer()
 
     def draw(self) -> None:
@@ -37,20 +37,21 @@ class OverviewScreen(ConsoleScreen):
         fleets = self.query_one("#fleets", ConsoleScroll)
         # The lines' width, less a scrollbar when there is one; before the first layout, the screen's.
         width = fleets.scrollable_content_region.width or self.size.width
-        name_width, labels = overview_names([h.name for h in self.app.fleets], width)
+        sessions = self.app.sessions
+        name_width, labels = overview_names([s.name for s in sessions], width)
         if name_width != self._name_width:  # drawn each second: the heading changes only with the width
             self._name_width = name_width
             self.query_one("#overview-header", Static).update(overview_header(name_width))
         for line in self.query(FleetLine):
-            label = labels[self.app.fleets[line.index].name]
-            line.show(self.app.views[line.index], line.index == self.selected, label, name_width)
+            session = sessions[line.index]
+            line.show(session.view, line.index == self.selected, labels[session.name], name_width)
 
     def on_resize(self) -> None:
         self.redraw()
 
     def action_move(self, step: int) -> None:
-        self.selected = max(0, min(len(self.app.fleets) - 1, self.selected + step))
+        self.selected = max(0, min(len(self.app.sessions) - 1, self.selected + step))
         self.redraw()
 
     def action_open_fleet(self) -> None:
-        self.app.push_screen(FleetScreen(self.selected))
+        self.app.push_screen(FleetScreen(self.app.sessions[self.selected]))

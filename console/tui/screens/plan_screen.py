@@ -10,6 +10,7 @@ from textual.widgets import Footer, Static
 
 from console.ahead.forecast import Forecast
 from console.ahead.words import forecast_line
+from console.live.session import FleetSession
 from console.plan.model import DAYS, Plan
 from console.plan.report import render
 from console.plan.schedule import schedule
@@ -60,9 +61,10 @@ def forecast_text(forecast: Forecast | None) -> Text:
 class PlanScreen(ConsoleScreen):
     BINDINGS = [Binding("escape", "app.pop_screen", "back", id="back-from-plan")]
 
-    def __init__(self, index: int, plan: Plan) -> None:
+    def __init__(self, session: FleetSession, plan: Plan) -> None:
         super().__init__()
-        self.index = index
+        self.session = session
+        self.index = session.index
         self.plan = plan
         self._report: str | None = None
         self._shown_now: tuple[int, int] | bool | None = False
@@ -77,8 +79,8 @@ class PlanScreen(ConsoleScreen):
         yield Footer()
 
     def draw(self) -> None:
-        self.query_one(ConsoleHeader).show(self.app.header_info(self.index))
-        view = self.app.views[self.index]
+        self.query_one(ConsoleHeader).show(self.app.header_info(self.session))
+        view = self.session.view
         now = (view.plan.weekday, view.plan.hour) if view and view.plan else None
         forecast = view.forecast if view is not None else None
         if forecast != self._shown_forecast:

@@ -9,6 +9,7 @@ from textual.binding import Binding
 from textual.widgets import Footer, Static
 
 from console.fleet import format as fmt
+from console.live.session import FleetSession
 from console.text import printable
 from console.tui.screens.base import ConsoleScreen
 from console.tui.widgets.console_header import ConsoleHeader
@@ -79,9 +80,10 @@ def latency_bars(figures, plan) -> list[tuple[str, str, str]]:
 class ReplicaScreen(ConsoleScreen):
     BINDINGS = [Binding("escape", "app.pop_screen", "back", id="back")]
 
-    def __init__(self, index: int, key: str) -> None:
+    def __init__(self, session: FleetSession, key: str) -> None:
         super().__init__()
-        self.index = index
+        self.session = session
+        self.index = session.index
         self.key = key
 
     def chosen_replica(self) -> str | None:
@@ -94,8 +96,8 @@ class ReplicaScreen(ConsoleScreen):
         yield Footer()
 
     def draw(self) -> None:
-        self.query_one(ConsoleHeader).show(self.app.header_info(self.index))
-        view = self.app.views[self.index]
+        self.query_one(ConsoleHeader).show(self.app.header_info(self.session))
+        view = self.session.view
         row = view.row(self.key) if view else None
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(f"replica {printable(self.key)}\n", style="bold")

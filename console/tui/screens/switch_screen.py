@@ -18,7 +18,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from console.fleet.overflow import mode_words
-from console.overflow.actuators import ActuatorAnswer
+from console.live.actuators import ActuatorAnswer
+from console.live.switch import SwitchOutcome
 from console.overflow.policy import MODES, Policy, PolicyError
 from console.overflow.switch import SwitchRequest, describe, request
 from console.text import printable
@@ -43,7 +44,7 @@ class SwitchContext:
     replicas: int
     actor: str
     targets: Sequence[str]  # the actuators' names, for the confirmation ("apply to 2 gateways")
-    apply: Callable[[SwitchRequest], Awaitable[Sequence[ActuatorAnswer]]]
+    apply: Callable[[SwitchRequest], Awaitable[SwitchOutcome]]  # the one switch (console/live/switch.py)
 
 
 def _text(value: object) -> str:
@@ -99,6 +100,7 @@ class SwitchScreen(ModalScreen[None]):
         self.confirming: SwitchRequest | None = None
         self.applying = False
         self.answers: tuple[ActuatorAnswer, ...] | None = None
+        self.outcome: SwitchOutcome | None = None
 
     def compose(self):
         policy = self.context.plan_policy
@@ -239,10 +241,11 @@ class SwitchScreen(ModalScreen[None]):
         self.run_worker(self._carry_out(chosen), exit_on_error=False, group="switch")
 
     async def _carry_out(self, chosen: SwitchRequest) -> None:
-        answers = tuple(await self.context.apply(chosen))
+        outcome = await self.context.apply(chosen)
         self.applying = False
-        self.answers = answers
-        self.query_one("#switch-result", Static).update(result_text(answers))
+        self.outcome = outcome
+        self.answers = outcome.answers
+        self.query_one("#switch-result", Static).update(result_text(outcome))
         for field in self.query(Input):
             field.disabled = True
         self._show_hint()
@@ -257,17 +260,22 @@ class SwitchScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-def result_text(answers: Sequence[ActuatorAnswer]) -> Text:
-    """Applied by every one, or which failed and why: one line each."""
+def result_text(outcome: SwitchOutcome) -> Text:
+    """Applied by every one, or which failed and why: one line each; or why the plan refused it."""
     text = Text()
-    applied = sum(a.ok for a in answers)
-    if answers and applied == len(answers):
+    answers = outcome.answers
+    applied = outcome.applied
+    if outcome.refused:
+        text.append(f"✖ nothing sent: {printable(outcome.refused)}\n", style="bold")
+    elif outcome.ok:
         text.append(f"✓ applied by every one ({applied})\n", style="bold")
     else:
         text.append(f"✖ {applied} of {len(answers)} applied\n", style="bold")
     for answer in answers:
         mark = "✓" if answer.ok else "✖"
         text.append(f"{mark} {printable(answer.name)}: {printable(answer.detail)}\n"[:200])
+    if outcome.unrecorded:
+        text.append(f"✖ not recorded in the history: {printable(outcome.unrecorded)}\n"[:200])
     return text
 
 

@@ -9,8 +9,8 @@ A team that runs its own gateway (LiteLLM, Envoy, a Kubernetes gateway) wires th
 webhook (the policy JSON, signed: `X-Capcon-Signature: sha256=HMAC(secret, "timestamp.body")`) or a
 command (the policy JSON on standard input, the exit code as the answer).
 
-aiohttp is imported when an HTTP actuator is asked, not when this module loads: `ActuatorAnswer` and
-the builders are read by modules that must load no network library (tests/test_purity.py).
+aiohttp is imported when an HTTP actuator is asked, not when this module loads: `capcon overflow set`
+with a command actuator, and the console until key m is pressed, start without it.
 """
 
 from __future__ import annotations
@@ -23,12 +23,16 @@ import json
 import os
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from console.errors import UserError
 from console.redact import redact, redact_url, url_secrets
 from console.text import printable
+
+if TYPE_CHECKING:
+    from console.plan.model import Plan
 
 DETAIL = 200  # characters of an answer kept for the report: enough to say why, never a page
 READ_BYTES = 64 * 1024  # of a webhook's answer or a command's standard error
@@ -43,6 +47,14 @@ class ActuatorAnswer:
     detail: str
     seconds: float
     previous_mode: str | None = None  # a gateway's mode before the switch, when it said
+
+
+class Actuator(Protocol):
+    """What a switch is sent to: a name for the report, and `apply`, which answers and never raises."""
+
+    name: str
+
+    async def apply(self, body: dict) -> ActuatorAnswer: ...
 
 
 def bounded(text: str, secrets: Sequence[str] = (), limit: int = DETAIL) -> str:
@@ -103,7 +115,7 @@ class WebhookActuator:
 
     kind = "webhook"
 
-    def __init__(self, url: str, secret: str, timeout: float, clock=time.time) -> None:
+    def __init__(self, url: str, secret: str, timeout: float, clock: Callable[[], float] = time.time) -> None:
         self.url = url
         self._secret = secret
         self.timeout = timeout
@@ -176,14 +188,16 @@ class CommandActuator:
         except OSError as error:
             return ActuatorAnswer(self.name, False, f"cannot start: {bounded(str(error))}", _since(started))
         tail = bytearray()
+        stdin, stderr = process.stdin, process.stderr
+        assert stdin is not None and stderr is not None, "both are pipes: asked for above"
 
         async def run() -> int:
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                process.stdin.write(payload)
-                await process.stdin.drain()
+                stdin.write(payload)
+                await stdin.drain()
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                process.stdin.close()
-            while chunk := await process.stderr.read(4096):
+                stdin.close()
+            while chunk := await stderr.read(4096):
                 tail.extend(chunk)
                 del tail[:-READ_BYTES]  # the end is what says why
             return await process.wait()
@@ -207,13 +221,13 @@ class CommandActuator:
 
 
 async def apply_all(
-    actuators: Sequence,
+    actuators: Sequence[Actuator],
     body: dict,
     timeout: float | None = None,  # noqa: ASYNC109 - a bound on each actuator, each answering on its own
 ) -> tuple[ActuatorAnswer, ...]:
     """Every actuator's answer, asked concurrently, in the actuators' order; `timeout` bounds each one."""
 
-    async def one(actuator) -> ActuatorAnswer:
+    async def one(actuator: Actuator) -> ActuatorAnswer:
         started = time.monotonic()
         try:
             if timeout is None:
@@ -277,7 +291,9 @@ async def read_status(gateway_url: str, token: str, seconds: float = GATEWAY_TIM
     )
 
 
-def actuators_for(plan, gateways: Sequence[str] | None, token_env: str | None, environ: Mapping[str, str]) -> list:
+def actuators_for(
+    plan: Plan | None, gateways: Sequence[str] | None, token_env: str | None, environ: Mapping[str, str]
+) -> list[Actuator]:
     """The actuators a switch goes to: the plan's `overflow.actuators` (default: `gateway` when there are gateways).
 
     `gateways` are admin URLs (`--gateway`), else the plan's fleet.gateways that have an admin_url; `token_env`
@@ -299,8 +315,8 @@ def actuators_for(plan, gateways: Sequence[str] | None, token_env: str | None, e
             "nothing to switch: expected --gateway URL (a gateway's admin API), fleet.gateways with admin_url "
             "in the plan, or the plan's overflow.actuators"
         )
-    built: list = []
-    token = None
+    built: list[Actuator] = []
+    token = ""
     if "gateway" in kinds:
         if not admin_urls:
             raise UserError(
@@ -318,12 +334,14 @@ def actuators_for(plan, gateways: Sequence[str] | None, token_env: str | None, e
         if kind == "gateway":
             built += [GatewayActuator(url, token) for url in admin_urls]
         elif kind == "webhook":
+            assert specs is not None, "webhook and command come from the plan's list"
             spec = specs[index]
             secret = env_value(
-                environ, spec.secret_env, f"overflow.actuators[{index}].webhook.secret_env", "its HMAC secret"
+                environ, spec.secret_env or "", f"overflow.actuators[{index}].webhook.secret_env", "its HMAC secret"
             )
             built.append(WebhookActuator(spec.url, secret, spec.timeout_seconds))
         else:
+            assert specs is not None, "as above"
             spec = specs[index]
             built.append(CommandActuator(spec.argv, spec.timeout_seconds))
     return built
@@ -340,14 +358,14 @@ def env_value(environ: Mapping[str, str], name: str, option: str, what: str, min
     return value
 
 
-def _json(raw: bytes):
+def _json(raw: bytes) -> Any:
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
 
 
-def _error_message(answer) -> str | None:
+def _error_message(answer: object) -> str | None:
     """An OpenAI-style `{"error": {"message": ...}}` body's message (the gateway's refusals)."""
     if isinstance(answer, dict) and isinstance(answer.get("error"), dict):
         message = answer["error"].get("message")
@@ -367,7 +385,7 @@ def _failure(error: BaseException, timeout: float, secrets: Sequence[str]) -> st
     return f"failed: {bounded(f'{type(error).__name__}: {error}', secrets)}"
 
 
-def _kill(process) -> None:
+def _kill(process: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
 
