@@ -21,6 +21,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from functools import cache
 from pathlib import Path
 
@@ -328,17 +329,30 @@ def finished_json(process: subprocess.Popen, timeout: float = 120) -> dict:
     return json.loads(out)
 
 
-def fleet_plans(folder: Path, urls: list[str]) -> tuple[Path, Path]:
+def fleet_plans(folder: Path, urls: list[str], gateway: str) -> tuple[Path, Path]:
     """Two plans on the simulated fleet, one replica each. The first also names a port nothing listens on, so its
-    replica_down flag is pending and the pending flags' keys are printed."""
+    replica_down flag is pending and the pending flags' keys are printed; the second has a gateway in front, so
+    what its clients saw is printed."""
     text = (ROOT / SIM_PLAN).read_text()
     first = folder / "first.yaml"
     first.write_text(text + f"\nfleet: {{targets: [{urls[0]}, http://127.0.0.1:1]}}\n")
     second = folder / "second.yaml"
     second.write_text(
-        text.replace("name: internal-assistant-18rps", "name: second-fleet", 1) + f"\nfleet: {{targets: [{urls[1]}]}}\n"
+        text.replace("name: internal-assistant-18rps", "name: second-fleet", 1)
+        + f"\nfleet: {{targets: [{urls[1]}], gateways: [{gateway}]}}\n"
     )
     return first, second
+
+
+def start_gateway(target: str) -> tuple[subprocess.Popen, str]:
+    """`capcon gateway` in front of one replica, on a free port: the process and its URL."""
+    process = capcon_process("gateway", "--target", target, "--listen", "127.0.0.1:0")
+    for line in process.stdout:
+        if match := re.search(r"listening on (http://\S+)", line):
+            threading.Thread(target=process.stdout.read, daemon=True).start()  # the pipe never fills
+            return process, match[1]
+    process.kill()
+    raise AssertionError(f"capcon gateway did not start: {process.stderr.read()[-2000:]}")
 
 
 @pytest.fixture(scope="module")
@@ -348,8 +362,9 @@ def printed_keys(tmp_path_factory) -> dict[str, set[str]]:
     folder = tmp_path_factory.mktemp("json")
     sizes = capcon_process("plan", "plans/assistant-70b.yaml", "--json", "--sizes")  # seconds of simulation
     sim, urls, _ = start_sim(SIM_PLAN, "--replicas", "2", "--status-every", "0")
+    gateway, gateway_url = start_gateway(urls[1])
     try:
-        first, second = fleet_plans(folder, urls)
+        first, second = fleet_plans(folder, urls, gateway_url)
         history = folder / "history.sqlite"
         watch = capcon_process("watch", str(first), str(second), "--once", "--json", "--interval", "0.2")
         record = capcon_process("record", str(second), "--db", str(history), "--duration", "1.5", "--interval", "1")
@@ -362,8 +377,9 @@ def printed_keys(tmp_path_factory) -> dict[str, set[str]]:
         backtested = capcon_in_process("history", "--db", str(history), "--json", "--backtest")
         watched = finished_json(watch)
     finally:
-        sim.terminate()
-        sim.wait(30)
+        for process in (gateway, sim):
+            process.terminate()
+            process.wait(30)
     return {
         "plan": keys_of(plans) | keys_of(finished_json(sizes)),
         "schedule": keys_of(schedule),

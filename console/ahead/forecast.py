@@ -5,7 +5,11 @@ The method, kept small enough to check by hand:
 1. The trend: a least-squares line through the fleet's request-rate samples of the last five
    minutes (the view's trend ring, one windowed rate per poll), read at `now` (the level) and
    continued with a damped slope, so a ramp is extrapolated but flattens rather than running away.
-2. The plan: the rps the plan's week expects at each minute ahead (console.ahead.profile).
+2. The plan: the rps the plan's week expects at each minute ahead (console.ahead.profile), corrected
+   by what the fleet did against it over the same five minutes (observed / expected, as NVIDIA Dynamo's
+   planner corrects its predictions by actual / expected): a fleet running at half the plan's level is
+   forecast to follow the plan's shape at its own level, not to jump back to the plan's figures. The
+   ratio is bounded (0.1-10) and shrunk toward 1 with a short history, like the slope.
 3. The blend: the trend's weight falls as exp(-minutes / 15), so the near minutes follow the fleet
    and the far ones lean on the plan. A trend resting on little history (`watch --once` has one or
    two samples) is trusted less: its slope is shrunk and the plan takes over sooner.
@@ -39,6 +43,7 @@ DAMPING = 0.95  # per minute: the slope's effect adds up to at most 19 minutes' 
 PLAN_PULL_MINUTES = 15.0  # the trend's weight at h minutes ahead is exp(-h / this), with full trust
 MIN_TRUST = 0.2  # with no history the trend still counts for the first minutes (exp(-h / 3))
 BAND_Z = 1.64  # about a 90 % band for normal residuals
+CORRECTION_BOUNDS = (0.1, 10.0)  # observed / expected beyond these says the plan is for another fleet
 
 Basis = Literal["trend+plan", "trend", "plan", "none"]
 
@@ -73,6 +78,9 @@ class Forecast:
     trend_samples: int  # the request-rate samples the trend rests on
     basis: Basis
     by_minute: tuple[float | None, ...] = ()  # the forecast at 0, 1, ... minutes ahead, to the last horizon
+    # The plan's profile was multiplied by this (observed / expected over the trend's minutes, shrunk toward 1
+    # with a short history); None when there was no plan or no recent rate to compare it with.
+    plan_correction: float | None = None
 
     @property
     def saturates_before_a_replica_starts(self) -> bool:
@@ -100,15 +108,19 @@ def _finite(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _trend(samples: Sequence[tuple[float, float | None]], now: float) -> _Trend | None:
-    recent = [
-        (float(at), float(v))
+def _recent(samples: Sequence[tuple[float, float | None]], now: float) -> list[tuple[float, float]]:
+    """The known rates of the trend's window, as (minutes from `now`, <= 0 for the past; rps)."""
+    return [
+        ((float(at) - now) / 60.0, float(v))
         for at, v in samples
         if v is not None and _finite(at) and _finite(v) and now - TREND_WINDOW_SECONDS <= at
     ]
+
+
+def _trend(recent: Sequence[tuple[float, float]]) -> _Trend | None:
     if not recent:
         return None
-    xs = [(at - now) / 60.0 for at, _ in recent]  # minutes, <= 0 for the past
+    xs = [x for x, _ in recent]
     ys = [v for _, v in recent]
     n = len(recent)
     span = max(xs) - min(xs)
@@ -126,6 +138,19 @@ def _trend(samples: Sequence[tuple[float, float | None]], now: float) -> _Trend 
     return _Trend(level=max(level, 0.0), slope=slope * trust, trust=trust, sigma=sigma, samples=n)
 
 
+def plan_correction(recent: Sequence[tuple[float, float]], profile: Profile, trust: float) -> float:
+    """Observed / expected over the same minutes (bounded), shrunk toward 1 by `trust`; 1 when the plan expected
+    nothing there (a ratio to zero says nothing about the plan's shape)."""
+    expected = [profile.at(x) for x, _ in recent]
+    known = [(v, e) for (_, v), e in zip(recent, expected) if e is not None]
+    planned = sum(e for _, e in known)
+    if not known or not planned > 0:
+        return 1.0
+    low, high = CORRECTION_BOUNDS
+    ratio = min(max(sum(v for v, _ in known) / planned, low), high)
+    return 1.0 + trust * (ratio - 1.0)
+
+
 def forecast(
     samples: Sequence[tuple[float, float | None]],
     now: float,
@@ -141,15 +166,18 @@ def forecast(
     Without samples the forecast is the plan's profile (basis "plan"); without a profile, the trend alone
     ("trend"); without either every figure is None ("none").
     """
-    trend = _trend(samples, now)
+    recent = _recent(samples, now)
+    trend = _trend(recent)
     if profile is not None and not profile.knots:
         profile = None
+    correction = plan_correction(recent, profile, trend.trust) if profile is not None and trend is not None else None
     tau = PLAN_PULL_MINUTES * max(trend.trust if trend else 0.0, MIN_TRUST)
     capacity = capacity_rps if _finite(capacity_rps) else None
     lead = lead_time_minutes if _finite(lead_time_minutes) else None
 
     def planned(minutes: float) -> float | None:
-        return profile.at(minutes) if profile is not None else None
+        at = profile.at(minutes) if profile is not None else None
+        return at * correction if at is not None and correction is not None else at
 
     def blended(minutes: float) -> float | None:
         plan = planned(minutes)
@@ -193,6 +221,7 @@ def forecast(
         trend_samples=trend.samples if trend else 0,
         basis=basis,
         by_minute=tuple(blended(float(m)) for m in range(math.ceil(last) + 1)),
+        plan_correction=correction,
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from console.fleet import format as fmt
+from console.fleet.client import panel_client_line
 from console.fleet.flags import Flag
 from console.fleet.plan_now import PlanNow
 from console.metrics.figures import Figures
@@ -94,7 +95,8 @@ def suggestion(
 
 
 def panel_lines(gateway: GatewayFigures | None, plan: PlanNow | None, suggest: str | None) -> list[Line]:
-    """The panel's three lines (and the suggestion), each at most 40 characters: the right column at 80."""
+    """The panel's lines (the clients' TTFT when the gateways give it, three of figures, the suggestion), each at
+    most 40 characters: the right column at 80."""
     if gateway is None or gateway.answering == 0:
         shown = "no gateway answering" if gateway is not None else "no gateway watched"
         lines = [Line(f"{shown}: every figure unknown", "unknown")]
@@ -117,6 +119,11 @@ def panel_lines(gateway: GatewayFigures | None, plan: PlanNow | None, suggest: s
             f" · +1 replica {_dollars(replica_dollars_per_hour(plan))}/h"
         ),
     ]
+    if g.client_ttft_p95_seconds is not None:
+        # First: the latency the users waited, queue included, judged against the plan's target.
+        target = plan.ttft_p95_target_seconds if plan is not None else None
+        over = target is not None and g.client_ttft_p95_seconds > target
+        lines.insert(0, Line(panel_client_line(g), "critical" if over else ""))
     if g.answering < g.gateways:
         lines.append(Line(f"{g.gateways - g.answering} of {g.gateways} gateways not answering", "critical"))
     elif g.policy is not None and g.policy.mode == MIXED:

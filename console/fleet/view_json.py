@@ -126,6 +126,7 @@ def forecast_json(forecast: Forecast | None) -> dict:
             "capacity_rps": None,
             "trend_samples": 0,
             "basis": "none",
+            "plan_correction": None,
         }
     return {
         "horizon_minutes": list(forecast.horizon_minutes),
@@ -137,6 +138,7 @@ def forecast_json(forecast: Forecast | None) -> dict:
         "capacity_rps": _rounded(forecast.capacity_rps, 3),
         "trend_samples": forecast.trend_samples,
         "basis": forecast.basis,
+        "plan_correction": _rounded(forecast.plan_correction, 3),
     }
 
 

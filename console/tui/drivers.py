@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from console.live.defaults import MIN_CONSOLE_INTERVAL_SECONDS
 from console.live.feed import PollFeed
-from console.live.gateways import GatewayView, GatewayWatch
+from console.live.gateways import GatewayWatch
 from console.live.handle import FleetHandle
 from console.live.loop import Cadence, failure_words, poll_loop
 from console.plan.model import Plan
@@ -119,9 +119,13 @@ class LiveDriver(Driver):
     def start(self, app: ConsoleApp) -> None:
         for index, handle in enumerate(self.fleets):
             # The same step `capcon record` takes: the view (flags carried over), handed to the recorder if any.
-            feed = PollFeed(handle, app.recorder)
+            # The fleet's gateways are read in the same step as its replicas: the view judges the plan's latency
+            # targets on what their clients saw over the same window.
+            feed = PollFeed(handle, app.recorder, gateways=self.gateways.get(index))
 
-            def shown(view, index: int = index) -> None:
+            def shown(view, index: int = index, feed: PollFeed = feed) -> None:
+                if feed.gateway_view is not None:
+                    app.post_message(GatewaysUpdated(index, feed.gateway_view))
                 app.post_message(ViewUpdated(index, view))
 
             def failed(error: Exception, index: int = index) -> None:
@@ -133,22 +137,6 @@ class LiveDriver(Driver):
                 group="polls",
                 exit_on_error=False,
             )
-        for index, watch in self.gateways.items():
-            app.run_worker(self._watch_gateways(app, index, watch), name=f"gateways-{index}", group="polls")
-
-    async def _watch_gateways(self, app: ConsoleApp, index: int, watch: GatewayWatch) -> None:
-        """The fleet's gateways on the fleets' cadence: a poll each interval, paused with them, never fatal."""
-        while not self.cadence.stopped:
-            started: float | None = None
-            if not self.cadence.paused:
-                started = self.cadence.timer()
-                try:
-                    view: GatewayView = await watch.poll()
-                except Exception:  # noqa: BLE001 - the panel shows unknown until the next poll; the console stays up
-                    pass
-                else:
-                    app.post_message(GatewaysUpdated(index, view))
-            await self.cadence.wait(started)
 
     async def stop(self) -> None:
         closing = [h.watcher for h in self.fleets] + list(self.gateways.values())

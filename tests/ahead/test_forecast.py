@@ -48,12 +48,34 @@ def test_a_ramp_is_extrapolated_and_damped():
     assert all(d < u for d, u in zip(damped.rps, undamped.rps))  # flattens rather than running away
 
 
-def test_the_blend_moves_toward_the_plan_as_the_horizon_grows():
+def test_the_blend_moves_toward_the_plans_shape_at_the_fleets_own_level():
+    # The fleet runs at half the plan's level, flat; the plan rises +1 rps every 3 minutes from 20.
+    rising = Profile(((-10.0, 20.0 - 10.0 / 3), (60.0, 40.0)))
+    ahead = forecast(flat(10.0), NOW, rising)
+    expected = [rising.at((at - NOW) / 60.0) for at, _ in flat(10.0)]  # about 19.2 over the last five minutes
+    ratio = 10.0 / (sum(expected) / len(expected))
+    assert ahead.plan_correction == pytest.approx(ratio) and 0.5 < ratio < 0.53  # observed / expected
+    corrected = [ratio * rising.at(float(h)) for h in ahead.horizon_minutes]
+    # How far each horizon has gone from the fleet's level toward the corrected plan: near minutes follow the
+    # fleet, far ones the plan's rise at the fleet's level.
+    toward_plan = [(r - 10.0) / (c - 10.0) for r, c in zip(ahead.rps, corrected)]
+    assert 0 < toward_plan[0] < toward_plan[1] < toward_plan[2] < 1
+    assert all(r < 16.0 for r in ahead.rps)  # never back up to the plan's own 25-30 rps
+
+
+def test_a_fleet_below_a_flat_plan_is_not_forecast_to_jump_back_to_it():
     ahead = forecast(flat(10.0), NOW, Profile(((0.0, 20.0),)))
-    gaps = [20.0 - r for r in ahead.rps]
-    assert all(r > 10.0 for r in ahead.rps)
-    assert gaps[0] > gaps[1] > gaps[2] > 0
-    assert ahead.rps[0] < 15.0 < ahead.rps[2]  # near minutes follow the fleet, far ones the plan
+    assert ahead.rps == pytest.approx((10.0, 10.0, 10.0), rel=0.02)
+    short = forecast([(NOW - 1.0, 10.0)], NOW, Profile(((0.0, 20.0),)))  # one rate: the plan is barely corrected
+    assert short.plan_correction == pytest.approx(1.0, abs=0.01) and short.rps[2] > 15.0
+    assert forecast(flat(10.0), NOW).plan_correction is None  # no plan, nothing corrected
+
+
+def test_the_correction_is_bounded():
+    tiny = forecast(flat(10.0), NOW, Profile(((0.0, 0.001),)))
+    assert tiny.plan_correction == pytest.approx(10.0)  # the plan is for another fleet: at most x10
+    nothing = forecast(flat(10.0), NOW, Profile(((0.0, 0.0),)))
+    assert nothing.plan_correction == 1.0  # a plan that expected nothing says nothing about its shape
 
 
 def test_the_plan_profile_is_read_at_each_horizon():

@@ -56,13 +56,15 @@ def test_the_json_scores_the_forecast_beside_the_naive_forecast_and_the_plans_pr
         assert row["forecast"]["points"] == row["naive"]["points"] > 0
         assert row["profile"]["points"] == row["forecast"]["points"]
         assert row["forecast"]["mape"] > 0 and row["forecast"]["mape_points"] == row["forecast"]["points"]
-    # The plan expects 18 req/s at 09:00-11:00 against the recorded 2-8: its profile is far off, the blend is
-    # pulled toward it, and past the 10 req/s two replicas carry: every call a false alarm. What the backtest is for.
+    # The plan expects 18 req/s at 09:00-11:00 against the recorded 2-8: its profile alone is far off, but the
+    # forecast corrects it by observed/expected and beats holding the last rate at 5 and 15 minutes, and no call
+    # of saturation is made (two replicas carry 10 req/s).
     assert horizons[30]["profile"]["mae_rps"] > 9
-    assert horizons[5]["naive"]["mae_rps"] < horizons[5]["forecast"]["mae_rps"] < horizons[5]["profile"]["mae_rps"]
+    for h in (5, 15):
+        assert horizons[h]["forecast"]["mae_rps"] < horizons[h]["naive"]["mae_rps"] < horizons[h]["profile"]["mae_rps"]
     calls = fleet["saturation"]
     assert calls is not None and calls["origins"] > 0
-    assert calls["calls"] == calls["false_alarms"] > 0 and calls["came_true"] == calls["missed"] == 0
+    assert calls["calls"] == calls["false_alarms"] == calls["came_true"] == calls["missed"] == 0
     assert calls["capacity_per_replica_rps"] == load_plan(PLAN).capacity.rps_per_replica
 
 
