@@ -148,7 +148,8 @@ def add_parser(sub):
         type=port,
         default=0,
         metavar="P",
-        help="first port; replicas listen on P, P+1, ... (default: free ports)",
+        help="first port; replicas listen on P, P+1, ..., their GPU pages (dcgm-exporter's format) on the ports "
+        "after them (default: free ports)",
     )
     parser.add_argument(
         "--start",
@@ -258,6 +259,15 @@ async def _run_until_stopped(fleet, stop: asyncio.Event, args, plan, replicas: i
         print("  - job_name: capcon-sim")
         print("    static_configs:")
         print(f"      - targets: [{', '.join(repr(u.split('//', 1)[1]) for u in fleet.urls)}]")
+        gpu_pages = [u for u in fleet.gpu_urls if u is not None]
+        if gpu_pages:
+            # Each replica's GPUs, derived from its own steps, on a port of their own (as a node's dcgm-exporter).
+            print("GPU counters (dcgm-exporter's format, one page per replica, pod label capcon-sim-N):")
+            for index, url in enumerate(gpu_pages):
+                print(f"  replica {index}: {url}")
+            print("  - job_name: capcon-sim-dcgm")
+            print("    static_configs:")
+            print(f"      - targets: [{', '.join(repr(u.split('//', 1)[1].split('/', 1)[0]) for u in gpu_pages)}]")
         print("Ctrl+C stops it.", flush=True)
         while not stop.is_set():
             try:
@@ -343,8 +353,10 @@ def run(args) -> int:
             f"{args.plan}: the plan needs {replicas} replicas; at most {MAX_REPLICAS} run on one machine, "
             f"expected --replicas N (N <= {MAX_REPLICAS}) with --rps-scale to match"
         )
-    if args.port and args.port + replicas - 1 > 65535:
-        raise UserError(f"--port {args.port}: {replicas} replicas need ports up to {args.port + replicas - 1}")
+    if args.port and args.port + 2 * replicas - 1 > 65535:
+        raise UserError(
+            f"--port {args.port}: {replicas} replicas and their GPU pages need ports up to {args.port + 2 * replicas - 1}"
+        )
     try:
         asyncio.run(_serve(args, plan, replicas))
     except ValueError as error:  # a plan the simulator cannot run (no KV left after the weights)
