@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import math
 import signal
@@ -256,6 +255,8 @@ def _prompts(args):
 
 
 def run(args) -> int:
+    import asyncio
+
     if args.words:
         if args.words[0] != "import":
             raise UserError(f"{args.words[0]!r}: unknown word; expected `capcon bench import FILE...` or options only")
@@ -294,6 +295,8 @@ def run(args) -> int:
 
 
 def _throughput(args) -> int:
+    import asyncio
+
     from console.bench.estimate import load_plan
     from console.bench.measure import BenchTargets
     from console.bench.report import ThroughputReport, render_throughput, summary
@@ -445,6 +448,8 @@ def _write_plan(args, report) -> None:
 
 async def _measure(args, base_url: str, shown: str, prompts, targets, settings, fixed_rate, sweep=None):
     """(steps, model, interrupted): the sweep, or one step at `fixed_rate`, with Ctrl+C stopping it cleanly."""
+    import asyncio
+
     from console.bench.runner import run_sweep
     from console.bench.stream import SessionClient
     from console.bench.sweep import Sweep

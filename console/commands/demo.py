@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from importlib import resources
 
 from console.errors import UserError
@@ -98,6 +97,8 @@ def demo_plan_path() -> str:
 
 
 def run(args) -> int:
+    import asyncio
+
     from console.bench.estimate import load_plan
     from console.commands.console_options import check_console_interval, check_theme
 

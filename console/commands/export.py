@@ -21,15 +21,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from heapq import merge
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.commands.history import add_history_options, chosen_fleets, default_db_path, open_history, time_range
 from console.errors import UserError
 from console.metrics.figures import FLEET_TOTAL, Figures
 from console.output_file import OutputFailed, opened_output, os_error_words, refuse_output
 from console.store import json_out
-from console.store.database import Store, read_histogram, reading_errors
 from console.store.schema import COUNTER_COLUMNS, HISTOGRAM_COLUMNS
 from console.when import iso_when
+
+if TYPE_CHECKING:
+    from console.store.database import Store
+
+# The history file's reader (sqlite_utils) is imported by the steps that read, so that
+# `capcon export --help` starts without it.
 
 
 class WriteFailed(UserError):
@@ -101,6 +107,8 @@ def run(args) -> int:
         raise UserError(f"--format {args.format!r}: expected csv or jsonl")
     if args.what not in WHAT:
         raise UserError(f"--what {args.what!r}: expected one of {', '.join(WHAT)}")
+    from console.store.database import reading_errors
+
     start, end = time_range(args, time.time(), "-1h")
     history = Path(args.db) if args.db else default_db_path()
     refuse_output(args.output, history)  # before anything is opened, for reading or writing
@@ -238,6 +246,8 @@ def _fleet_filter(store: Store, fleets: list[str]) -> tuple[str, list]:
 
 
 def _samples(store: Store, fleets, start, end, form):
+    from console.store.database import read_histogram
+
     marks, ids = _fleet_filter(store, fleets)
     read = store.read_columns  # a version-2 file, read without migrating, has fewer
     cols = ", ".join(f"s.{c}" for c in read)
@@ -385,6 +395,7 @@ _FIGURE_COLUMNS = ["time", "unix", "fleet", "poll", "subject", "url", "window_se
 def _figures(store: Store, fleets, start, end, form):
     """Each poll's figures as a replay starting at --from shows them: warmed up on the polls before it, each
     console run (a recorder restart, clean or not) starting from an empty watcher as it did live."""
+    from console.bench.estimate import estimate_capacity
     from console.replay.fleet_replay import FleetReplay  # only this export replays
     from console.replay.loader import recorded_fleets
 
@@ -396,7 +407,9 @@ def _figures(store: Store, fleets, start, end, form):
 
     def rows():
         # Fleets side by side in time order, as the polls were taken.
-        for _, _, poll, figures in merge(*(replayed(f) for f in recorded_fleets(store, fleets, start, end))):
+        for _, _, poll, figures in merge(
+            *(replayed(f) for f in recorded_fleets(store, fleets, start, end, estimate_capacity))
+        ):
             for subject, f in ((FLEET_TOTAL, figures.fleet), *((r.name, r) for r in figures.replicas)):
                 row = {
                     "time": _iso(poll.at),

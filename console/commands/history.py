@@ -7,13 +7,10 @@ import sys
 import time
 from bisect import bisect_right
 from datetime import datetime
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
-from console.bench.estimate import load_plan, parse_plan
 from console.commands.history_import import add_import_options, check_not_import, run_import
-from console.commands.history_overflow import as_json as overflow_json
-from console.commands.history_overflow import overflow_days
-from console.commands.history_overflow import table as overflow_table
 from console.errors import UserError
 from console.fleet import format as fmt
 from console.fleet.hourly import (
@@ -29,14 +26,17 @@ from console.fleet.hourly import (
     summarise,
     with_plan,
 )
-from console.fleet.week_fit import WeekFit, fit_week
 from console.plan.model import DAYS, Plan
-from console.plan.schema import PlanError
 from console.store import json_out
-from console.store.database import Store, reading_errors
 from console.store.paths import default_history_path
-from console.store.series import minute_series, plan_clocks, plan_id_in_force, raised_flags, recorded_end, recorded_span
 from console.when import format_when, iso_when, local_zone, parse_when, zone_named
+
+if TYPE_CHECKING:
+    from console.fleet.week_fit import WeekFit
+    from console.store.database import Store
+
+# SQLite, the plan reader and the estimate are imported by the steps that read them, so that
+# `capcon history --help` starts without them.
 
 LEAD_IN_SECONDS = BUSY_WINDOW_SECONDS + MINUTE  # the first window of an hour reaches back five minutes
 # A longer range is tabulated only where something was recorded: an hour grid to the year 2200 is not built.
@@ -142,6 +142,8 @@ def default_db_path():
 
 
 def open_history(db: str | None) -> Store:
+    from console.store.database import Store
+
     return Store.open(db if db else default_db_path(), read_only=True)
 
 
@@ -192,6 +194,9 @@ class _Plans:
         if plan_id is None:
             return None
         if plan_id not in self.parsed:
+            from console.bench.estimate import parse_plan
+            from console.plan.schema import PlanError
+
             version = self.store.plan_version(plan_id)
             try:
                 self.parsed[plan_id] = parse_plan(version.text, version.path or version.name) if version else None
@@ -205,6 +210,8 @@ def hour_summaries(
     store: Store, fleet: str, start: float, end: float, zone, plans: _Plans, file_plan: Plan | None
 ) -> list[Summary]:
     """One summary per hour of `zone` overlapping [start, end), read an hour at a time (memory stays small)."""
+    from console.store.series import minute_series, plan_id_in_force, raised_flags
+
     flags = raised_flags(store, fleet, start, end)
     summaries = []
     for hour in hour_starts(start, end, zone):
@@ -227,6 +234,8 @@ def _expected(
     showed, and the busiest moment's clock is the one its load is measured against. Rolled-up
     minutes keep no plan clock, so a span already rolled up is read on the wall clock.
     """
+    from console.store.series import plan_clocks
+
     clocks = plan_clocks(store, fleet, start, end)
     if not clocks:
         return plan_hour(plan, hour, ZoneInfo(plan.timezone))
@@ -300,6 +309,11 @@ def tabulated_range(
 
 
 def run(args) -> int:
+    from console.bench.estimate import load_plan
+    from console.commands.history_overflow import overflow_days
+    from console.fleet.week_fit import fit_week
+    from console.store.database import reading_errors
+
     if getattr(args, "action", None) == "import":
         file_plan = load_plan(args.plan) if args.plan else None
         return run_import(args, file_plan, when_option, default_db_path)
@@ -343,6 +357,8 @@ def run(args) -> int:
 
 def _read(args, store: Store, now: float, default_from: str, chosen_zone, file_plan: Plan | None, compare: bool):
     """Everything the summary shows, read from the file: (reports, start, end, note, plans)."""
+    from console.store.series import plan_id_in_force, recorded_end, recorded_span
+
     fleets = chosen_fleets(store, args.fleet)
     last = max((e for e in (recorded_end(store, f) for f in fleets) if e is not None), default=None)
     start, end = history_range(args, now, default_from, last, chosen_zone)
@@ -505,6 +521,9 @@ def _trimmed(args, rows: list[Summary]) -> list[Summary]:
 
 
 def _print_summaries(args, by, start, end, reports, unreadable, note=None, modes=None) -> None:
+    from console.commands.history_overflow import as_json as overflow_json
+    from console.commands.history_overflow import table as overflow_table
+
     modes = modes or {}
     if args.json:
         out = {"from": iso_when(start), "to": iso_when(end), "by": by, "fleets": []}

@@ -18,7 +18,6 @@ from zoneinfo import ZoneInfo
 
 from console.errors import UserError
 from console.plan.model import Plan
-from console.store.records import PollRecord
 from console.targets import checked_url, masked_target
 from console.when import format_when
 
@@ -75,6 +74,7 @@ def run_import(args, file_plan: Plan | None, when_option, default_db_path) -> in
         series_query,
     )
     from console.store.database import Store
+    from console.store.records import PollRecord  # it reads the fleet's flags: not for `history --help`
 
     if not args.prometheus:
         raise ImportFailed(

@@ -7,19 +7,17 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import yaml
-
-from console.bench.estimate import estimate_comment, how_to_measure, load_plan
-from console.bench.sizes import FROM_CORRECTED, FROM_ESTIMATE, SizeComparison, sizes_compared
 from console.errors import UserError
 from console.plan import catalog
-from console.plan.keda import DAY_NAMES, reactive_shortfall, scaled_object, schedule_document
-from console.plan.report import render, to_json
-from console.plan.schedule import schedule
-from console.plan.sizing import size
+
+if TYPE_CHECKING:
+    from console.bench.sizes import SizeComparison
+
+# The planner, the estimate, YAML and the KEDA exporter are imported by the steps that use them, so that
+# `capcon --help` and `capcon plan --help` start without them.
 
 DESCRIPTION = """\
 Size a vLLM fleet from a plan file and print the report: weight bytes, GPUs per
@@ -178,6 +176,15 @@ def run(args) -> int:
 
 def _report(path: str, with_schedule: bool, with_sizes: bool = False):
     """(file, sizing, JSON figures, text report) of one plan file; a PlanError (exit 2) for a bad one."""
+    from dataclasses import asdict
+
+    from console.bench.estimate import load_plan
+    from console.bench.sizes import sizes_compared
+    from console.engines.keda import DAY_NAMES, reactive_shortfall
+    from console.plan.report import render, to_json
+    from console.plan.schedule import schedule
+    from console.plan.sizing import size
+
     plan = load_plan(path)
     sizing = size(plan)
     week = schedule(plan) if with_schedule else None
@@ -212,6 +219,8 @@ FAR_CORRECTION = 2.0
 
 def sizes_text(compared: SizeComparison, sizing, plan) -> str:
     """The --sizes table, where each row's capacity comes from, and which size is the cheapest for the peak."""
+    from console.bench.sizes import FROM_CORRECTED, FROM_ESTIMATE
+
     own_tp, factor = compared.plan_tensor_parallel, compared.correction
     if compared.capacity_from == FROM_ESTIMATE:
         heading = (
@@ -263,6 +272,9 @@ def sizes_text(compared: SizeComparison, sizing, plan) -> str:
 
 def _correction_words(compared: SizeComparison, plan) -> list[str]:
     """How the other sizes were brought to the plan's capacity, or why they were not."""
+    from console.bench.estimate import how_to_measure
+    from console.bench.sizes import FROM_ESTIMATE
+
     if compared.capacity_from == FROM_ESTIMATE:
         return []
     own_tp, factor, simulated = compared.plan_tensor_parallel, compared.correction, compared.simulated_at_plan_size
@@ -285,6 +297,8 @@ def _correction_words(compared: SizeComparison, plan) -> list[str]:
 
 
 def _reactive_words(shortfall, lead_time_seconds: float) -> str:
+    from console.engines.keda import DAY_NAMES
+
     lead = f"{lead_time_seconds / 60:g} min"
     if not shortfall.minutes_week:
         return "Against reactive scaling (scale-ups started when the queue builds): nothing lost, no scale-ups.\n"
@@ -310,6 +324,12 @@ def _check_server_address(url: str) -> None:
 
 def _exported(args) -> str:
     """--format keda or json of every file's schedule: YAML documents one after another, or one JSON value."""
+    import yaml
+
+    from console.bench.estimate import estimate_comment, load_plan
+    from console.engines.keda import scaled_object, schedule_document
+    from console.plan.schedule import schedule
+
     year = time.gmtime().tm_year  # the zone's daylight-saving dates are looked up from this year on
     documents, plans = [], []
     flat: list[str] = []  # plans that need no ScaledObject, in words

@@ -10,11 +10,11 @@ meanwhile ends that wait at once: the polls not written are counted on stderr, e
 from __future__ import annotations
 
 import argparse
-import asyncio
 import math
 import signal
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from console.commands.recording import (
     add_recording_options,
@@ -23,14 +23,16 @@ from console.commands.recording import (
     retention_of,
 )
 from console.errors import UserError
-from console.live.collector import COLLECTOR
 from console.live.defaults import DEFAULT_INTERVAL_SECONDS, MIN_CONSOLE_INTERVAL_SECONDS
-from console.live.feed import PollFeed
 from console.live.freshness import STALE_AFTER_INTERVALS, Freshness
-from console.live.handle import FleetHandle
-from console.live.loop import Cadence, failure_words, poll_loop
 from console.live.setup import add_source_options, fleet_handles, load_plans
 from console.text import PIECE_CHARACTERS, bounded_line, printable
+
+if TYPE_CHECKING:
+    from console.live.handle import FleetHandle
+
+# The poll stack (sources, the event loop) is imported by the steps that poll, so that
+# `capcon record --help` starts without it.
 
 DESCRIPTION = """\
 Record one or more vLLM fleets to the history file without opening the console:
@@ -117,8 +119,12 @@ def _check(args) -> None:
 
 
 def run(args) -> int:
+    import asyncio
+
+    from console.bench.estimate import estimate_capacity
+
     _check(args)
-    handles = fleet_handles(args, load_plans(args.plan))
+    handles = fleet_handles(args, load_plans(args.plan, estimate_capacity))
     path = history_path(args)
     recorder = open_recorder(path, args, on_change=_say_state)
     fleet_names = [h.name for h in handles]
@@ -205,6 +211,12 @@ async def _record(
     """Poll every fleet until SIGTERM, SIGINT or `duration`; each fleet on its own chain of polls.
 
     `on_stop` (a signal handler) takes SIGINT and SIGTERM once polling has stopped."""
+    import asyncio
+
+    from console.live.collector import COLLECTOR
+    from console.live.feed import PollFeed
+    from console.live.loop import Cadence, poll_loop
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -261,6 +273,8 @@ class _FleetLog:
         self.said_stale = False
 
     def on_failure(self, error: Exception) -> None:
+        from console.live.loop import failure_words
+
         words = bounded_line(failure_words(error), PIECE_CHARACTERS)
         if words != self.freshness.reason:
             print(f"capcon record: {self.fleet}: poll failed: {words}", file=sys.stderr, flush=True)
@@ -286,6 +300,8 @@ class _FleetLog:
 
 async def _watch_for_stalls(logs: list[_FleetLog], interval: float) -> None:
     """A poll that never ends calls no callback: look at each fleet's age every interval all the same."""
+    import asyncio
+
     while True:
         await asyncio.sleep(interval)
         for log in logs:

@@ -106,6 +106,7 @@ def _check(args) -> None:
 
 def open_app(args, now: float | None = None):
     """The replay console for `args`, ready to run (the tests drive it with run_test)."""
+    from console.bench.estimate import estimate_capacity
     from console.replay.controller import ReplayController
     from console.replay.loader import open_replay
     from console.store.database import reading_errors
@@ -115,7 +116,7 @@ def open_app(args, now: float | None = None):
     _check(args)
     now = time.time() if now is None else now
     start, end = _when("--from", args.start, now), _when("--to", args.end, now)
-    replay = open_replay(history_path(args.db), args.fleet or None, start, end)
+    replay = open_replay(history_path(args.db), args.fleet or None, start, end, estimate_capacity)
     try:
         controller = ReplayController(replay, speed=args.speed, playing=not args.paused)
         with reading_errors(replay.path):  # a damaged file: one line, exit 2 (once open, the console says it)

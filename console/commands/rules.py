@@ -1,4 +1,4 @@
-"""`capcon rules PLAN`: the plan's figures and flags as a Prometheus rule file (console/plan/rules.py)."""
+"""`capcon rules PLAN`: the plan's figures and flags as a Prometheus rule file (console/engines/rules.py)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,6 @@ import argparse
 import os
 import sys
 import time
-
-import yaml
-
-from console.bench.estimate import estimate_comment, load_plan
-from console.output_file import refuse_output, write_whole
-from console.plan.rule_selector import chosen_selector
-from console.plan.rules import YEARS_COVERED, RuleOptions, rule_file
-from console.store.paths import default_history_path
 
 DESCRIPTION = """\
 Write a Prometheus rule file for a plan, so Prometheus and Alertmanager carry the
@@ -83,6 +75,15 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+    # YAML, the plan's estimate and the rule generator only when a file is written (`--help` starts without them).
+    import yaml
+
+    from console.bench.estimate import estimate_comment, load_plan
+    from console.engines.rule_selector import chosen_selector
+    from console.engines.rules import YEARS_COVERED, RuleOptions, rule_file
+    from console.output_file import refuse_output, write_whole
+    from console.store.paths import default_history_path
+
     refuse_output(args.output, default_history_path(), "a rule file")  # before a plan is read or estimated
     plan = load_plan(args.file)
     chosen = chosen_selector(plan, args.selector)

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import errno
 import math
 import os
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from console.args import bounded
-from console.bench.estimate import load_plan
 from console.errors import UserError
 from console.plan.model import DAYS
-from console.plan.sizing import size
+
+if TYPE_CHECKING:
+    import asyncio
+
+# The event loop, the simulator and the plan's estimate are imported where the fleet runs, so that
+# `capcon sim --help` starts without them.
 
 DESCRIPTION = """\
 Start a simulated vLLM fleet for a plan: one HTTP server per replica on
@@ -192,6 +196,8 @@ def _status_line(status: dict) -> str:
 
 
 async def _serve(args, plan, replicas: int) -> None:
+    import asyncio
+
     from console.sim.fleet import SimFleet
 
     stop = asyncio.Event()
@@ -246,6 +252,8 @@ def _exit_now(why: str) -> None:
 
 
 async def _run_until_stopped(fleet, stop: asyncio.Event, args, plan, replicas: int) -> None:
+    import asyncio
+
     try:
         print(
             f"simulated fleet of plan {plan.name!r}: {replicas} replica(s) of {plan.model.name} "
@@ -284,6 +292,8 @@ async def _start(fleet, stop: asyncio.Event, args, replicas: int) -> bool:
 
     Any failure to start closes the servers already started and is a UserError (exit 2).
     """
+    import asyncio
+
     starting = asyncio.create_task(fleet.__aenter__(), name="sim-start")
     stopped = asyncio.create_task(stop.wait(), name="sim-stop-while-starting")
     try:
@@ -341,6 +351,11 @@ def check_rps_scale(plan, scale: float, traffic: str, option: str | None = "--rp
 
 
 def run(args) -> int:
+    import asyncio
+
+    from console.bench.estimate import load_plan
+    from console.plan.sizing import size
+
     plan = load_plan(args.plan)
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port {args.port}: expected a port number from 1 to 65535 (or 0 for free ports)")

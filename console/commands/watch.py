@@ -7,11 +7,11 @@ and exits; without it the interactive console opens on the same Watcher.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import math
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.commands.console_options import check_console_interval, check_theme
 from console.commands.recording import (
@@ -20,18 +20,20 @@ from console.commands.recording import (
     recording,
     retention_of,
 )
-from console.commands.watch_output import _dumps, _terminal_width, any_answered, once_json, once_lines
 from console.errors import UserError
-from console.fleet.flags import SEVERITY_RANK
-from console.fleet.view import FleetView
 from console.live.defaults import DEFAULT_INTERVAL_SECONDS, MIN_CONSOLE_INTERVAL_SECONDS, MIN_ONCE_INTERVAL_SECONDS
-from console.live.feed import PollFeed, gateway_watch
-from console.live.handle import FleetHandle
-from console.live.loop import Cadence, failure_words, poll_loop
 from console.live.setup import add_source_options, fleet_handles, load_plans
-from console.metrics.figures import FleetFigures
 from console.targets import targets_from
 from console.text import PIECE_CHARACTERS, bounded_line, printable
+
+if TYPE_CHECKING:
+    from console.fleet.view import FleetView
+    from console.live.feed import PollFeed
+    from console.live.handle import FleetHandle
+    from console.metrics.figures import FleetFigures
+
+# The poll stack (sources, views, the event loop) is imported by the steps that poll, so that
+# `capcon watch --help` starts without it.
 
 # --once --fail-on: exit codes beside 0 done, 1 no target answered, 2 bad input.
 EXIT_FLAG_ACTIVE = 3  # a flag at or above the chosen severity is raised
@@ -162,7 +164,9 @@ def check_options(args) -> None:
 
 def run(args) -> int:
     check_options(args)
-    plans = load_plans(args.plan)
+    from console.bench.estimate import estimate_capacity
+
+    plans = load_plans(args.plan, estimate_capacity)
     path = history_path(args)
     handles = fleet_handles(args, plans)
     return _once(args, handles, path) if args.once else _console(args, handles, path)
@@ -170,6 +174,9 @@ def run(args) -> int:
 
 def _once_exit(args, results: list[FleetFigures], views: list[FleetView]) -> int:
     """1 when no target of any fleet answered; else, with --fail-on, 3 or 4 for flags; else 0."""
+    from console.commands.watch_output import any_answered
+    from console.fleet.flags import SEVERITY_RANK
+
     if not any(any_answered(figures) for figures in results):
         return 1
     if args.fail_on is None:
@@ -195,6 +202,10 @@ def _once(args, handles: list[FleetHandle], path: Path | None) -> int:
     (or JSON entry) per fleet, never one merged fleet. Each poll is made a view as the console makes
     it (plan beside actual, flags); with --db each also goes to the history like a console poll.
     A fleet whose poll failed as a whole is one bounded line on stderr, and the exit status is 1."""
+    import asyncio
+
+    from console.commands.watch_output import _dumps, _terminal_width, once_json, once_lines
+    from console.live.feed import PollFeed, gateway_watch
 
     async def poll_all(feeds: list[PollFeed]) -> list[tuple[FleetFigures, FleetView] | str]:
         return list(await asyncio.gather(*(_twice(feed, args.interval, args.window is not None) for feed in feeds)))
@@ -241,6 +252,8 @@ class _PollFailed(Exception):
 async def _twice(feed: PollFeed, interval: float, explicit_window: bool) -> tuple[FleetFigures, FleetView] | str:
     """Scrape: two samples an interval apart. Prometheus computes its own window: one answer.
     A poll that failed as a whole: why, in words."""
+    from console.live.loop import Cadence, failure_words, poll_loop
+
     watcher = feed.handle.watcher
     views: list[FleetView] = []
     # A gateway's rates and client latency need two reads of its /metrics, whatever the fleet's source.

@@ -10,14 +10,21 @@ import argparse
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.errors import UserError
 from console.live.defaults import DEFAULT_MAX_ANSWER_MB, DEFAULT_WINDOW_SECONDS, MAX_DEFAULT_TIMEOUT_SECONDS
-from console.live.handle import FleetHandle
-from console.live.watcher import Watcher
-from console.plan.model import Plan
-from console.sources.base import FigureSource, SampleSource
 from console.targets import Target, checked_url, masked_target, targets_from
+
+if TYPE_CHECKING:
+    from console.live.handle import FleetHandle
+    from console.live.watcher import Watcher
+    from console.plan.model import Plan
+    from console.plan.schema import CapacityEstimator
+    from console.sources.base import FigureSource, SampleSource
+
+# The handle, the watcher and the sources are imported where a fleet is built: a verb's `add_parser` calls
+# `add_source_options`, and `capcon VERB --help` should not load the poll stack to print its options.
 
 
 def add_source_options(parser: argparse.ArgumentParser, named_in: str) -> None:
@@ -71,15 +78,17 @@ def add_source_options(parser: argparse.ArgumentParser, named_in: str) -> None:
     )
 
 
-def load_plans(paths: Sequence[str]) -> list[Plan]:
-    # yaml and the schema only when a plan is named; a plan without a measured capacity gets the estimate
-    from console.bench.estimate import load_plan  # noqa: PLC0415
+def load_plans(paths: Sequence[str], estimate: CapacityEstimator) -> list[Plan]:
+    """The plan files at `paths`; `estimate` fills in a capacity a file does not give (the command passes it)."""
+    from console.plan.schema import load_plan  # noqa: PLC0415 - yaml and the schema only when a plan is named
 
-    return [load_plan(path) for path in paths]
+    return [load_plan(path, estimate) for path in paths]
 
 
 def fleet_handles(args: argparse.Namespace, plans: Sequence[Plan]) -> list[FleetHandle]:
     """One handle per plan (each on its own fleet section), or one for the targets (or selector) given."""
+    from console.live.handle import FleetHandle  # noqa: PLC0415
+
     if len(plans) > 1:
         check_fleets(args, plans)
         return [
@@ -101,6 +110,8 @@ def gateway_urls(args: argparse.Namespace, plan: Plan | None) -> tuple[str, ...]
 
 
 def fleet_watcher(args: argparse.Namespace, plans: Sequence[Plan]) -> Watcher:
+    from console.live.watcher import Watcher  # noqa: PLC0415
+
     return Watcher(
         build_source(args, plans), window_seconds(args, source_kind(args, plans)), interval_seconds=args.interval
     )
@@ -115,6 +126,8 @@ def handle_on_urls(
     plan_clock: Callable[[float], float] | None = None,
 ) -> FleetHandle:
     """A fleet scraped at `urls` (named replica-0, replica-1, ...): the simulated fleet of `capcon demo`."""
+    from console.live.handle import FleetHandle  # noqa: PLC0415
+    from console.live.watcher import Watcher  # noqa: PLC0415
     from console.sources.scrape import ScrapeSource  # noqa: PLC0415 - the scrape stack only when a fleet is watched
 
     source = ScrapeSource([Target(f"replica-{i}", url) for i, url in enumerate(urls)], timeout=2.0)

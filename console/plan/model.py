@@ -16,6 +16,8 @@ WorkloadKind = Literal["interactive", "deferrable"]
 OverflowMode = Literal["bounded_queue", "hosted", "defer"]
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+# The tensor-parallel sizes a plan may name and the planner chooses from.
+TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
 
 
 @dataclass(frozen=True)

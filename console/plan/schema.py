@@ -41,6 +41,7 @@ from console.plan.limits import number as bound_text
 from console.plan.model import (
     DAYS,
     ESTIMATED,
+    TENSOR_PARALLEL_SIZES,
     Actuator,
     Capacity,
     DataRules,
@@ -66,7 +67,6 @@ from console.targets import (
     target_metrics_url,
 )
 
-TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
 WEIGHT_PRECISIONS: tuple[WeightPrecision, ...] = ("fp16", "bf16", "int8", "fp8", "int4")
 KV_PRECISIONS: tuple[KvPrecision, ...] = ("fp16", "bf16", "fp8")
 OVERFLOW_MODES: tuple[OverflowMode, ...] = ("bounded_queue", "hosted", "defer")

@@ -31,8 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from console.plan import advice, catalog
-from console.plan.model import Plan, Workload
-from console.plan.schema import TENSOR_PARALLEL_SIZES
+from console.plan.model import TENSOR_PARALLEL_SIZES, Plan, Workload
 
 FLOP_PER_PARAMETER_PER_TOKEN = 2.0  # prefill costs about 2 FLOP per parameter per token (docs/method.md)
 MAX_ITERATIONS = 100_000

@@ -21,6 +21,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.fleet.overflow import ATTEMPT_KIND, SWITCH_KIND, SwitchNote, notes_from_events
 from console.fleet.view import FleetView
@@ -28,6 +29,9 @@ from console.replay import MAX_SPEED, MIN_SPEED
 from console.replay.fleet_replay import WARMUP_SECONDS, FleetReplay
 from console.replay.loader import Replay, open_replay, shown_time
 from console.store.records import RecordedPoll
+
+if TYPE_CHECKING:
+    from console.plan.schema import CapacityEstimator
 
 # A stalled event loop (a suspended terminal) must not fling the clock far ahead when it wakes.
 MAX_WALL_STEP_SECONDS = 1.0
@@ -258,11 +262,18 @@ class ReplayController:
         return self.frame(computed, ended, note)
 
 
-def first_view(path: str | Path, fleets: list[str] | None = None, start: float | None = None, end: float | None = None):
+def first_view(
+    path: str | Path,
+    fleets: list[str] | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    estimate: CapacityEstimator | None = None,
+):
     """Open a replay and compute its first frame, as `capcon replay` does before drawing: (controller, frame).
 
-    What benchmarks time as "time to open a replay" (file open, poll index, warm-up, first views).
+    What benchmarks time as "time to open a replay" (file open, poll index, warm-up, first views). `estimate`
+    as open_replay's (a recorded plan without a measured capacity).
     """
-    replay = open_replay(path, fleets, start, end)
+    replay = open_replay(path, fleets, start, end, estimate)
     controller = ReplayController(replay, playing=False, start=start)
     return controller, controller.open()

@@ -1,11 +1,16 @@
 """Opening a history file for replay: which fleets, which of their polls, and the plan in force at each poll.
 
-    replay = open_replay(path, fleets=None, start=None, end=None)   # UserError: one line, exit 2
+    replay = open_replay(path, fleets=None, start=None, end=None, estimate=None)   # UserError: one line, exit 2
     replay.fleets[0].read(lo, hi)                                   # RecordedPolls, oldest first
 
 A fleet keeps the index of every poll it has in the file, not only those in the
 chosen range: a replay that starts at `start` warms its flags and trends up on the
 polls before it (console.replay.fleet_replay).
+
+Recorded plans are read through the plan's own reader (console.plan.schema). A plan recorded without
+a measured capacity needs `estimate`, the step that fills one in, handed down by the command (which
+passes the planner's estimate, as `capcon watch` did when it recorded); without it such a plan cannot
+be read and its fleet is replayed without a plan.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from statistics import median
+from typing import TYPE_CHECKING
 
 from console.errors import UserError
 from console.plan.model import Plan
@@ -27,6 +33,9 @@ from console.store.recorder import STARTED as RECORDING_STARTED
 from console.store.recorder import STOPPED as RECORDING_STOPPED
 from console.store.records import Event, RecordedPoll
 from console.when import format_when
+
+if TYPE_CHECKING:
+    from console.plan.schema import CapacityEstimator
 
 USUAL_GAPS = 8  # gaps before a poll that say how far apart its run polls (files without recorded starts)
 
@@ -48,6 +57,7 @@ class RecordedFleet:
         last: int,
         lock: threading.Lock,
         session_starts: frozenset[int] = frozenset(),
+        estimate: CapacityEstimator | None = None,
     ) -> None:
         self.store = store
         self.name = name
@@ -60,6 +70,7 @@ class RecordedFleet:
         self.session_starts = session_starts
         self._lock = lock  # one connection, shared by every fleet of the file
         self._plans: dict[int, Plan | None] = {}
+        self._estimate = estimate  # fills in a recorded plan's capacity when it names none
         self.checkpoints: list[int] = []  # indexes of the polls stored with a checkpoint this build can use
         self._find_checkpoints()
 
@@ -148,7 +159,7 @@ class RecordedFleet:
         if plan_id not in self._plans:
             with self._lock, reading_errors(self.store.path):
                 version = self.store.plan_version(plan_id)
-            self._plans[plan_id] = _parse(version) if version is not None else None
+            self._plans[plan_id] = _parse(version, self._estimate) if version is not None else None
         return self._plans[plan_id]
 
     def first_plan(self) -> Plan | None:
@@ -157,12 +168,12 @@ class RecordedFleet:
         return self.plan(poll.plan_id)
 
 
-def _parse(version) -> Plan | None:
+def _parse(version, estimate: CapacityEstimator | None) -> Plan | None:
     # The YAML reader only when a plan was recorded; one recorded without a capacity is estimated as live.
-    from console.bench.estimate import parse_plan  # noqa: PLC0415
+    from console.plan.schema import parse_plan  # noqa: PLC0415
 
     try:
-        return parse_plan(version.text, version.path or f"{version.name}.yaml")
+        return parse_plan(version.text, version.path or f"{version.name}.yaml", estimate)
     except UserError:
         # A plan text this build no longer reads: the fleet is replayed without a plan rather than not at all.
         return None
@@ -220,7 +231,11 @@ class Replay:
 
 
 def open_replay(
-    path: str | Path, fleets: list[str] | None = None, start: float | None = None, end: float | None = None
+    path: str | Path,
+    fleets: list[str] | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    estimate: CapacityEstimator | None = None,
 ) -> Replay:
     """Open `path` read-only and index the polls of `fleets` (every fleet in the file when None) in [start, end].
 
@@ -233,13 +248,20 @@ def open_replay(
     store = Store.open(path, read_only=True)
     try:
         with reading_errors(shown):
-            return _index(store, shown, fleets, start, end)
+            return _index(store, shown, fleets, start, end, estimate)
     except BaseException:
         store.close()
         raise
 
 
-def _index(store: Store, shown: str, names: list[str] | None, start: float | None, end: float | None) -> Replay:
+def _index(
+    store: Store,
+    shown: str,
+    names: list[str] | None,
+    start: float | None,
+    end: float | None,
+    estimate: CapacityEstimator | None = None,
+) -> Replay:
     recorded = [info for info in store.fleets() if info.polls]
     if not recorded:
         raise UserError(
@@ -254,7 +276,7 @@ def _index(store: Store, shown: str, names: list[str] | None, start: float | Non
     events = _recorder_events(store)
     fleets = []
     for name in chosen:
-        fleet = _recorded(store, name, start, end, lock, events)
+        fleet = _recorded(store, name, start, end, lock, events, estimate)
         if fleet.first > fleet.last:
             if names:  # asked for by name: say why it cannot be shown
                 raise UserError(
@@ -272,23 +294,33 @@ def _index(store: Store, shown: str, names: list[str] | None, start: float | Non
 
 
 def recorded_fleets(
-    store: Store, names: list[str], start: float | None = None, end: float | None = None
+    store: Store,
+    names: list[str],
+    start: float | None = None,
+    end: float | None = None,
+    estimate: CapacityEstimator | None = None,
 ) -> list[RecordedFleet]:
     """The fleets among `names` with polls in [start, end], indexed with their runs, on a store opened elsewhere."""
     lock = threading.Lock()
     events = _recorder_events(store)
-    fleets = [_recorded(store, name, start, end, lock, events) for name in names]
+    fleets = [_recorded(store, name, start, end, lock, events, estimate) for name in names]
     return [f for f in fleets if f.first <= f.last]
 
 
 def _recorded(
-    store: Store, name: str, start: float | None, end: float | None, lock: threading.Lock, events: list[Event]
+    store: Store,
+    name: str,
+    start: float | None,
+    end: float | None,
+    lock: threading.Lock,
+    events: list[Event],
+    estimate: CapacityEstimator | None = None,
 ) -> RecordedFleet:
     polls = store.poll_times(name)
     times = [at for _, at in polls]
     first = bisect_left(times, start) if start is not None else 0
     last = bisect_right(times, end) - 1 if end is not None else len(times) - 1
-    return RecordedFleet(store, name, polls, first, last, lock, _session_starts(name, times, events))
+    return RecordedFleet(store, name, polls, first, last, lock, _session_starts(name, times, events), estimate)
 
 
 def _recorder_events(store: Store) -> list[Event]:

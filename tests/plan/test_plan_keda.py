@@ -25,8 +25,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console.plan.keda import cron, reactive_shortfall, scaled_object, windows
-from console.plan.rules import offset_transitions
+from console.engines.keda import cron, reactive_shortfall, scaled_object, windows
+from console.engines.rules import offset_transitions
 from console.plan.schedule import schedule
 from console.plan.schema import load_plan
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from console.plan.keda import reactive_shortfall
+from console.engines.keda import reactive_shortfall
 from console.plan.schedule import schedule
 from console.plan.schema import load_plan
 

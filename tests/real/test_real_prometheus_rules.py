@@ -25,11 +25,11 @@ import httpx
 import pytest
 import yaml
 
+from console.engines.rules import ALERT_FLAGS, MONDAY_UNIX, RuleOptions, offset_expression, rule_file
 from console.fleet.flags import FlagInputs, FlagState, Thresholds, evaluate
 from console.fleet.plan_now import plan_now
 from console.live.handle import utc_offset_seconds
 from console.metrics.figures import FLEET_TOTAL
-from console.plan.rules import ALERT_FLAGS, MONDAY_UNIX, RuleOptions, offset_expression, rule_file
 from console.plan.schema import load_plan
 from console.sim.fleet import SimFleet
 from console.sources.prometheus import PrometheusSource

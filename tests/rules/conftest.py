@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from console.plan.rules import RuleOptions, rule_file
+from console.engines.rules import RuleOptions, rule_file
 from console.plan.schema import load_plan
 from tests.plan.conftest import BASE_PLAN, changed
 

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from console.cli import main
+from console.engines.rules import ALERT_FLAGS, RuleOptions, offset_transitions, rule_file
 from console.fleet.flags import Thresholds
 from console.metrics.vllm import COUNTERS, GAUGES, HISTOGRAMS
-from console.plan.rules import ALERT_FLAGS, RuleOptions, offset_transitions, rule_file
 from console.plan.schedule import schedule
 from console.plan.schema import load_plan
 from tests.plan.conftest import PLANS

@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from console.engines.rules import ALERT_FLAGS
 from console.fleet.flags import FlagInputs, Thresholds, readings
 from console.fleet.plan_now import plan_now
 from console.metrics.figures import FLEET_TOTAL, Figures, FleetFigures, ReplicaState
 from console.metrics.window import histogram_quantile
-from console.plan.rules import ALERT_FLAGS
 from console.plan.schema import load_plan
 
 from .conftest import plan_file, rules_text

@@ -6,7 +6,7 @@ same evaluation:
 
 - figures: per-replica rates, waiting, running and KV usage, and the fleet's rates and
   windowed quantiles (`histogram_quantile` over bucket rates summed by `le`), written with
-  the PromQL of the `prometheus` source (console.sources.promql): every vLLM name in both
+  the PromQL of the `prometheus` source (console.metrics.promql): every vLLM name in both
   spellings, joined with `or`, under the plan's selector;
 - the plan: its clock's UTC offset, the hour of the week on that clock, the replicas the
   schedule has serving in that hour and their capacity. PromQL only knows UTC, so the
@@ -36,11 +36,11 @@ from console.errors import UserError
 from console.fleet.flags import FlagInputs, Thresholds, readings
 from console.fleet.plan_now import A_MONDAY, plan_now
 from console.metrics.figures import FLEET_TOTAL, Figures, FleetFigures, ReplicaState
+from console.metrics.promql import duration, instant_of, rate_of, selector_matchers, series
 from console.metrics.vllm import COUNTERS, GAUGES, HISTOGRAMS
 from console.metrics.window import QUANTILE_FIGURES
 from console.plan.model import Plan
 from console.plan.schedule import schedule
-from console.sources.promql import duration, instant_of, rate_of, selector_matchers, series
 
 PREFIX = "capcon"
 PLAN_LABEL = "capcon_plan"

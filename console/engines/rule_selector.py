@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from console.metrics.promql import instance_matcher
 from console.plan.model import Plan
-from console.sources.promql import instance_matcher
 from console.targets import checked_url
 
 VLLM_EXAMPLE_JOB = 'job="vllm"'

@@ -35,8 +35,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from console.engines.rules import PLAN_LABEL, YEARS_COVERED, offset_transitions, promql_string, record
 from console.plan.model import Plan
-from console.plan.rules import PLAN_LABEL, YEARS_COVERED, offset_transitions, promql_string, record
 from console.plan.schedule import Schedule
 
 WEEK_MINUTES = 7 * 24 * 60
