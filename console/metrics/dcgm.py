@@ -147,6 +147,7 @@ def _split(line: str) -> tuple[str, str, str] | None:
 def parse_dcgm(text: str) -> DcgmPage:
     """Every GPU the page names, with the figures it gave for it. Linear in the page's length."""
     cut = False
+    given = text
     if not text.endswith("\n"):
         end = text.rfind("\n") + 1
         tail = text[end:].strip()
@@ -208,7 +209,7 @@ def parse_dcgm(text: str) -> DcgmPage:
             continue
         if attribute not in entry:
             entry[attribute] = _converted(kind, value)
-    if not any_sample and text.strip():
+    if not any_sample and given.strip():
         raise DcgmPageError("no DCGM_FI_ sample in the page; expected dcgm-exporter's /metrics (Prometheus text)")
     gpus = tuple(GpuReading(**entry) for entry in readings.values())
     return DcgmPage(gpus, errors, first_error, cut, frozenset(carried))
