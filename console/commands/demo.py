@@ -169,6 +169,7 @@ async def _demo(plan, args, path=None) -> int:
                 theme=args.theme or DEFAULT_THEME,
                 recorder=recorder,
                 environ=front.environ,
+                switch_history=path,  # without --db the demo's switches stay out of the user's history
             )
             await app.run_async()
     return int(app.return_code or 0)

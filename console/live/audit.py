@@ -61,6 +61,13 @@ class FileAudit:
             store.close()
 
 
+class NoAudit:
+    """No history to write to (`capcon demo` without --db): the attempt is on the console's timeline only."""
+
+    async def record(self, at: float, fleet: str | None, subject: str, detail: dict) -> None:
+        return None
+
+
 class RecorderAudit:
     """A running console.store.recorder.Recorder: the event joins its queue, written by its one thread."""
 

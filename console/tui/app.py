@@ -54,6 +54,9 @@ ONE_FLEET_RECORDED = "one fleet in this history: the overview lists several (rec
 HANGUP_GRACE_SECONDS = 1.5
 
 
+DEFAULT_SWITCH_HISTORY = "default"  # ConsoleApp's switch_history: the user's history file
+
+
 class ConsoleApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "capcon"
@@ -110,6 +113,7 @@ class ConsoleApp(App):
         actor: str | None = None,
         environ: Mapping[str, str] | None = None,
         gateway_watch: Callable[[FleetHandle], Any] | None = None,
+        switch_history: str | Path | None = DEFAULT_SWITCH_HISTORY,
     ) -> None:
         super().__init__()
         if not fleets:
@@ -127,6 +131,15 @@ class ConsoleApp(App):
         self.screenshot_dir = Path(screenshot_dir) if screenshot_dir is not None else default_screenshot_dir()
         # Writes each poll to the history file on its own thread (console.store.recorder); None: not recording.
         self.recorder = recorder
+        # Where a switch is recorded when no polls are (the user's history file); None: nowhere (`capcon demo`
+        # without --db, which must not fill the user's own history with a demo's switches).
+        self.switch_history: Path | None = (
+            default_history_path()
+            if switch_history is DEFAULT_SWITCH_HISTORY
+            else None
+            if switch_history is None
+            else Path(switch_history)
+        )
         self._recorder_state: str | None = None  # the last state the operator was told about
         self._hangup_before: Any = None  # the SIGHUP handler before the console's (console.tui.app._on_hangup)
         # Live polls, or `capcon replay` (a console.replay.controller.ReplayController): then the views

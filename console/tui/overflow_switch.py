@@ -8,16 +8,16 @@ what it adds is two messages up to the app: the switch asked, and its outcome.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.errors import UserError
 from console.live.actuators import actuators_for
-from console.live.audit import AuditSink, FileAudit, RecorderAudit
+from console.live.audit import AuditSink, FileAudit, NoAudit, RecorderAudit
 from console.live.session import FleetSession
 from console.live.switch import SwitchOutcome, default_actor, plan_rules, switch
 from console.overflow.policy import Policy, policy_from_plan
 from console.overflow.switch import SwitchRequest
-from console.store.paths import default_history_path
 from console.tui.messages import PolicySwitched, SwitchAsked
 from console.tui.screens.switch_screen import SwitchContext
 
@@ -28,9 +28,12 @@ if TYPE_CHECKING:
 APPLY_TIMEOUT_SECONDS = 15.0
 
 
-def switch_audit(recorder: object) -> AuditSink:
-    """Where the console records a switch: through its recorder when it records polls, else the history file itself."""
-    return RecorderAudit(recorder) if recorder is not None else FileAudit(default_history_path())
+def switch_audit(recorder: object, history: Path | None) -> AuditSink:
+    """Where the console records a switch: through its recorder when it records polls, else the history file
+    itself; `history` None (a demo without --db): nowhere."""
+    if recorder is not None:
+        return RecorderAudit(recorder)
+    return FileAudit(history) if history is not None else NoAudit()
 
 
 def switch_context(app: ConsoleApp, session: FleetSession) -> SwitchContext:
@@ -47,7 +50,7 @@ def switch_context(app: ConsoleApp, session: FleetSession) -> SwitchContext:
     replicas = max(1, len(view.rows)) if view is not None else 1
     gateways = session.gateways
     policy = gateways.figures.policy if gateways is not None else None
-    audit = switch_audit(app.recorder)
+    audit = switch_audit(app.recorder, app.switch_history)
 
     async def apply(request: SwitchRequest) -> SwitchOutcome:
         app.post_message(SwitchAsked(session.index, request))

@@ -163,7 +163,9 @@ def test_the_cli_refuses_hosted_in_the_same_words_and_records_it_once(capsys, tm
     assert attempt.detail["refused"] == REFUSED
 
 
-async def test_the_console_refuses_hosted_in_the_same_words_and_records_it_once(tmp_path):
+@pytest.mark.parametrize("demo", [False, True], ids=["watch", "demo-without-db"])
+async def test_the_console_refuses_hosted_in_the_same_words_and_records_it_once(tmp_path, demo):
+    """Recorded in the user's history though no poll is; a demo without --db keeps it on its timeline only."""
     from console.live.handle import FleetHandle
     from console.tui.app import ConsoleApp
     from console.tui.screens.switch_screen import SwitchScreen
@@ -175,7 +177,11 @@ async def test_the_console_refuses_hosted_in_the_same_words_and_records_it_once(
     handle = FleetHandle(
         "assistant", load_plan(str(plan_path)), FakeWatcher(normal_fleet(), clock=clock), lambda now: PLAN_NOW
     )
-    app = ConsoleApp([handle], clock=clock, interval=60.0, actor="alice")  # not recording its polls
+    # Not recording its polls; `capcon demo` without --db passes no history for its switches.
+    options = {"switch_history": None} if demo else {}
+    history = default_history_path()
+    before = len(attempts(history, "console hosted")) if history.exists() else 0
+    app = ConsoleApp([handle], clock=clock, interval=60.0, actor="alice", **options)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         await pilot.press("m")
@@ -195,5 +201,10 @@ async def test_the_console_refuses_hosted_in_the_same_words_and_records_it_once(
         assert "hosted by alice: console hosted (refused by the plan)" in shown(app.screen.query_one("#flags"))
         assert len(app.sessions[0].switches) == 1  # on the timeline once
     assert sent(got) == []
-    (attempt,) = attempts(default_history_path(), "console hosted")  # recorded though no poll was
+    after = attempts(history, "console hosted") if history.exists() else []
+    if demo:
+        assert len(after) == before  # the user's own history untouched
+        return
+    assert len(after) == before + 1  # recorded though no poll was
+    attempt = after[-1]
     assert attempt.detail["refused"] == REFUSED and attempt.fleet == "assistant"
