@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 import pytest
 
 from console.errors import UserError
+from console.plan.model import ESTIMATED, Capacity
 from console.replay.controller import first_view
 from console.replay.loader import open_replay
 from tests.replay.recording import T0, record_synthetic
@@ -108,3 +110,32 @@ def test_the_first_view_of_a_replay_is_the_view_at_its_start(two_fleets):
         assert frame.computed == 61 + 91  # each fleet from its first poll: the warm-up reaches back past both starts
     finally:
         controller.replay.close()
+
+
+def test_a_plan_recorded_without_a_capacity_is_read_with_the_estimate_the_command_hands_down(tmp_path):
+    path = tmp_path / "unmeasured.sqlite"
+    record_synthetic(path, 30.0, replicas=1, interval=5.0, keep_views=False)
+    with sqlite3.connect(path) as db:  # the plan as a team that never measured its replica writes it
+        (text,) = db.execute("SELECT text FROM plans").fetchone()
+        unmeasured = re.sub(r"\ncapacity:\n(?:[ #].*\n)+", "\n", text)
+        assert "rps_per_replica" not in unmeasured
+        db.execute("UPDATE plans SET text = ?", (unmeasured,))
+    db.close()
+    asked = []
+
+    def estimate(draft):
+        asked.append(draft.name)
+        return Capacity(4.0, ESTIMATED, note="the command's estimate")
+
+    replay = open_replay(path)
+    try:
+        assert replay.fleets[0].first_plan() is None  # no estimate handed down: replayed without a plan
+    finally:
+        replay.close()
+    replay = open_replay(path, estimate=estimate)
+    try:
+        plan = replay.fleets[0].first_plan()
+        assert plan is not None and plan.capacity.rps_per_replica == 4.0 and plan.capacity.estimated
+        assert asked == ["internal-assistant-18rps"]
+    finally:
+        replay.close()
