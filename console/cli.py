@@ -25,6 +25,7 @@ VERBS = (
     "bench",
     "gateway",
     "overflow",
+    "whatif",
 )
 # Options whose value may begin with '-': a relative time (`--from -15m`), or a mistyped one
 # (`--from -2x`) that deserves the option's own message. argparse takes any such word for an
