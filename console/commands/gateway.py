@@ -356,6 +356,7 @@ def build_config(args):
         raise UserError(f"--admin {args.admin}: the same address as --listen; expected its own port")
 
     instances = args.instances
+    service = cfg.service_seconds_from_plan(plan) if plan is not None else None
     if plan is not None:
         policy = cfg.policy_from_plan(plan, len(targets) or _planned_replicas(plan), instances)
         cap = args.max_inflight or cfg.planned_cap_from_plan(plan, instances)
@@ -459,6 +460,7 @@ def build_config(args):
         targets=tuple(targets),
         plan_policy=policy,
         planned_cap=cap,
+        expected_service_seconds=service,
         listen=listen,
         admin=admin,
         admin_token=token,

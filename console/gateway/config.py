@@ -30,6 +30,8 @@ class GatewayConfig:
     targets: tuple[str, ...] = field(repr=False)
     plan_policy: Policy
     planned_cap: int | None = None  # in flight per replica in the queueing modes (the planner's concurrency)
+    # A request's expected time on a replica (the plan's), for Retry-After before any has been measured (drain.py).
+    expected_service_seconds: float | None = None
     listen: tuple[str, int] = DEFAULT_LISTEN
     admin: tuple[str, int] | None = None  # None: no admin listener
     admin_token: str | None = field(default=None, repr=False)
@@ -90,6 +92,14 @@ def planned_cap_from_plan(plan, instances: int = 1) -> int:
     if not math.isfinite(concurrency) or concurrency <= 0:
         concurrency = sizing.concurrency
     return max(1, math.ceil(min(concurrency, plan.replica.max_num_seqs) / instances))
+
+
+def service_seconds_from_plan(plan) -> float | None:
+    """The plan's expected time in the system for one request (queue, prefill, the whole answer); None if unknown."""
+    from console.plan.sizing import size  # noqa: PLC0415 - as above
+
+    seconds = size(plan).expected_time_in_system_seconds
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
 
 
 def off_peak_from_plan(plan) -> Callable[[float], float | None]:
@@ -156,4 +166,5 @@ __all__ = [
     "off_peak_from_plan",
     "planned_cap_from_plan",
     "policy_from_plan",
+    "service_seconds_from_plan",
 ]

@@ -214,7 +214,7 @@ class Gateway:
     async def start(self) -> None:
         """Check the replicas once, then listen (the main port, and the admin port if configured)."""
         self._loop = asyncio.get_running_loop()
-        self._drain = DrainMeter(self._loop.time())
+        self._drain = DrainMeter(self._loop.time(), expected_service=self.config.expected_service_seconds)
         config = self.config
         self._session = aiohttp.ClientSession(
             # Idle upstream connections are closed before a replica's own keep-alive ends them (uvicorn's,
@@ -346,7 +346,6 @@ class Gateway:
         return Load(tuple(ReplicaLoad(r.name, r.in_flight, r.healthy) for r in self.replicas))
 
     def _load(self, request_class: str = "interactive") -> Load:
-        now = self._loop.time() if self._loop else 0.0
         off_peak = None
         if request_class == "deferrable" and self.config.off_peak is not None:
             off_peak = self.config.off_peak(self.clock())
@@ -354,21 +353,30 @@ class Gateway:
             tuple(ReplicaLoad(r.name, r.in_flight, r.healthy) for r in self.replicas),
             queued=len(self.queue),
             batch_queued=len(self.batch),
-            completions_per_second=self._drain.rate(now) if self._drain else None,
+            completions_per_second=self._drain_rate(),
             seconds_to_off_peak=off_peak,
         )
+
+    def _drain_rate(self) -> float | None:
+        """Completions per second the queue can count on (drain.py): measured, or the free slots' rate if higher."""
+        if self._drain is None:
+            return None
+        cap = cap_of(self.current, self.config.planned_cap)
+        slots = sum(cap if cap is not None else max(1, r.in_flight) for r in self.replicas if r.healthy)
+        return self._drain.drain_rate(self._loop.time(), slots)
 
     def _lease(self, name: str) -> Replica:
         replica = self._by_name[name]
         replica.in_flight += 1
         return replica
 
-    def _end_lease(self, replica: Replica, reached: bool) -> None:
+    def _end_lease(self, replica: Replica, reached: bool, began: float | None = None) -> None:
         replica.in_flight -= 1
         if replica.retiring and replica.in_flight == 0:
             self._forget(replica)
         if reached:
-            self._drain.completed(self._loop.time())
+            now = self._loop.time()
+            self._drain.completed(now, None if began is None else now - began)
         self._pump()
         if self.stopping and self.in_flight() == 0:
             self._idle.set()
@@ -421,7 +429,7 @@ class Gateway:
                 429,
                 "queue_full",
                 f"the gateway holds {len(queue)} waiting requests, its most",
-                retry_after(len(queue), self._drain.rate(self._loop.time()), policy.max_wait_seconds),
+                retry_after(len(queue), self._drain_rate(), policy.max_wait_seconds),
             )
         loop = self._loop
         future = loop.create_future()
@@ -773,7 +781,7 @@ class Gateway:
         )
 
     def _retry_seconds(self, fallback: float = 5.0) -> int:
-        return retry_after(len(self.queue), self._drain.rate(self._loop.time()), fallback)
+        return retry_after(len(self.queue), self._drain_rate(), fallback)
 
     async def _generate(self, request: web.Request, path: str) -> web.StreamResponse:
         request[CLIENT_TIMES] = ClientTimes(self._loop.time())
@@ -880,6 +888,7 @@ class Gateway:
     ) -> web.StreamResponse | None:
         """Pass the request to `replica` under the lease already taken, and its answer back. None: refused."""
         reached = False
+        began = self._loop.time()
         try:
             headers = {"Content-Type": "application/json", "x-request-id": rid}
             # The target's own credentials, else the client's header (credentials.py says why).
@@ -898,7 +907,7 @@ class Gateway:
             reached = True
             return await self._relay(request, upstream, replica, rid, kind)
         finally:
-            self._end_lease(replica, reached)
+            self._end_lease(replica, reached, began)
 
     async def _relay(
         self, request, upstream: aiohttp.ClientResponse, replica: Replica, rid: str, kind: str
