@@ -30,7 +30,6 @@ future is resolved once (granted, timed out or shut down), whichever comes first
 from __future__ import annotations
 
 import asyncio
-import hmac
 import itertools
 import json
 import logging
@@ -45,6 +44,7 @@ import aiohttp
 from aiohttp import web
 
 from console.gateway import admin_input, answers, bounded_json, credentials
+from console.gateway.admin_api import AdminApi
 from console.gateway.bounded_json import Unreadable
 from console.gateway.config import GatewayConfig
 from console.gateway.connections import ConnectionGuard, connection_cap, open_files_limit
@@ -77,7 +77,6 @@ log = logging.getLogger("capcon.gateway")
 
 GENERATE = ("/v1/completions", "/v1/chat/completions")
 CLASS_HEADER = "x-capcon-class"
-ADMIN_MAX_BODY = 64 * 1024
 MAX_REQUEST_ID = 128
 UPSTREAM_ERROR_BODY = 64 * 1024
 KEEPALIVE_SECONDS = 4.0
@@ -263,7 +262,7 @@ class Gateway:
                 if not config.admin_token:
                     raise ValueError("the admin listener needs a token")
                 self._admin_runner = web.AppRunner(
-                    self._admin_app(), access_log=None, handle_signals=False, shutdown_timeout=1.0
+                    AdminApi(self).app(), access_log=None, handle_signals=False, shutdown_timeout=1.0
                 )
                 await self._admin_runner.setup()
                 host, port = config.admin
@@ -1274,78 +1273,6 @@ class Gateway:
                 headers={"Allow": allowed},
             )
         return answers.error(404, f"no route {request.method} {path[:200]}", "not_found", retry_after=1)
-
-    # ------------------------------------------------------------------ the admin listener
-
-    def _admin_app(self) -> web.Application:
-        app = web.Application(client_max_size=ADMIN_MAX_BODY)
-        app.router.add_get("/admin/policy", self._admin_policy)
-        app.router.add_put("/admin/policy", self._admin_switch)
-        app.router.add_get("/admin/state", self._admin_state)
-        app.router.add_route("*", "/{tail:.*}", self._admin_unknown)
-        return app
-
-    def _authorized(self, request: web.Request) -> bool:
-        scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer":
-            presented = ""
-        expected = self.config.admin_token.encode()
-        return hmac.compare_digest(presented.strip().encode("utf-8", "replace"), expected)
-
-    @staticmethod
-    def _unauthorized() -> web.Response:
-        return answers.error(
-            401,
-            "a valid bearer token is required (Authorization: Bearer <token>)",
-            "unauthorized",
-            retry_after=None,
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-
-    async def _admin_policy(self, request: web.Request) -> web.Response:
-        if not self._authorized(request):
-            return self._unauthorized()
-        return web.json_response({"policy": as_json(self.policy()), "plan_policy": as_json(self.plan_policy)})
-
-    async def _admin_switch(self, request: web.Request) -> web.Response:
-        if not self._authorized(request):
-            return self._unauthorized()
-        try:
-            body = bounded_json.loads(await request.read())  # nesting bounded: no reply may recurse past it
-        except web.HTTPRequestEntityTooLarge:
-            return answers.error(
-                413, f"the body is over {ADMIN_MAX_BODY} bytes", "request_too_large", retry_after=None, param="body"
-            )
-        except (ValueError, UnicodeDecodeError, RecursionError) as problem:
-            return answers.error(
-                400,
-                f'body: {problem}; expected a JSON object such as {{"mode": "pass", "reason": "...", "actor": "..."}}',
-                "invalid_policy",
-                retry_after=None,
-                param="body",
-            )
-        if self.stopping:
-            return answers.error(503, "the gateway is shutting down", "shutting_down", retry_after=None)
-        try:
-            old, new = self.switch(body)
-        except PolicyError as problem:
-            return answers.error(400, str(problem), "invalid_policy", retry_after=None, param=problem.field)
-        return web.json_response({"policy": as_json(new), "previous": as_json(old)})
-
-    async def _admin_state(self, request: web.Request) -> web.Response:
-        if not self._authorized(request):
-            return self._unauthorized()
-        return web.json_response(self.state())
-
-    async def _admin_unknown(self, request: web.Request) -> web.Response:
-        if not self._authorized(request):
-            return self._unauthorized()
-        return answers.error(
-            404,
-            f"no route {request.method} {request.path[:200]}; expected GET or PUT /admin/policy, GET /admin/state",
-            "not_found",
-            retry_after=None,
-        )
 
     def state(self) -> dict:
         policy = self.policy()
