@@ -95,9 +95,9 @@ class Report:
         c = self.correction
         if c.observed_tpot_p95_seconds is not None:
             said = (
-                f"correction: simulated steps x{c.factor:.2f} (live TPOT p95 {_seconds(c.observed_tpot_p95_seconds)} "
-                f"over the simulator's {_seconds(c.simulated_tpot_p95_seconds)} at "
-                f"{rps_words(c.at_rps_per_replica)} rps per replica)"
+                f"correction: simulated steps x{c.factor:.2f} (live TPOT p95 {_seconds(c.observed_tpot_p95_seconds)}, "
+                f"the simulator's {_seconds(c.simulated_tpot_p95_seconds)} at "
+                f"{rps_words(c.at_rps_per_replica)} rps per replica: the factor that makes them meet)"
             )
         else:
             said = f"correction: x{c.factor:.2f}, {c.reason}"

@@ -1,0 +1,113 @@
+"""What-if scenarios on the simulated replica: each lever moves the figures the way it must, and can be wrong."""
+
+import pytest
+
+from console.ahead import whatif
+from console.ahead.whatif import Costs, Lengths, Lever, Policy, Scenario, Workload, run_scenario
+from console.sim.shape import replica_shape
+from tests.sim.sim_plans import office_assistant
+
+PLAN = office_assistant()  # one-GPU 14B replicas holding their targets to 5 rps each
+SHAPE = replica_shape(PLAN)
+TOKENS = PLAN.interactive[0].tokens
+TARGETS = PLAN.interactive[0].targets
+LENGTHS = Lengths(TOKENS.input_mean, TOKENS.input_p95, TOKENS.output_mean, int(TOKENS.output_max), SHAPE.max_model_len)
+COSTS = Costs(gpus_per_replica=1, hosted_price_per_million=2.0)
+PASS = Policy(mode="pass")
+CAP = 16  # the gateway's in-flight cap per replica
+
+
+def _run(replicas: int, rps: float, policy: Policy = PASS, minutes: int = 2, cap: int | None = None, share=0.0):
+    scenario = Scenario("s", replicas, policy, cap)
+    return run_scenario(SHAPE, scenario, Workload((rps,) * minutes, LENGTHS, share), COSTS)
+
+
+def test_nothing_changed_at_low_load_meets_the_targets():
+    result = _run(3, 6.0)
+    assert result.ttft_p95_seconds < TARGETS.ttft_p95_seconds
+    assert result.tpot_p95_seconds < TARGETS.tpot_p95_seconds
+    assert result.refused_share == result.hosted_share == result.deferred_share == 0.0
+    assert result.unfinished_share == 0.0
+    assert result.gpu_hours == pytest.approx(3 * 2 / 60)
+
+
+def test_one_more_replica_lowers_ttft_under_overload():
+    now = _run(3, 30.0)  # 10 rps per replica: past what the simulated replica holds
+    more = _run(4, 30.0)
+    assert now.ttft_p95_seconds > TARGETS.ttft_p95_seconds
+    assert more.ttft_p95_seconds < now.ttft_p95_seconds / 2
+    assert more.gpu_hours > now.gpu_hours
+
+
+def test_a_bounded_queue_refuses_a_share_that_grows_with_load():
+    bounded = Policy(mode="bounded_queue", max_queue=8, max_wait_seconds=3.0)
+    shares = [_run(3, rps, bounded, cap=CAP).refused_share for rps in (6.0, 18.0, 24.0, 30.0)]
+    assert shares[0] == 0.0
+    assert shares[1] < shares[2] < shares[3]
+    assert shares[3] > 0.2
+    # What is admitted waits at most the bound: the clients' TTFT stays near it, not growing with the backlog.
+    assert _run(3, 30.0, bounded, cap=CAP).ttft_p95_seconds < 3.0 + 2.0
+
+
+def test_hosted_sends_a_share_and_costs_money():
+    hosted = Policy(mode="hosted", hosted_after_queue=4, hosted_allowed=True)
+    result = _run(3, 24.0, hosted, cap=CAP)
+    assert result.hosted_share > 0.05
+    assert result.hosted_cost > 0
+    assert result.refused_share < result.hosted_share
+    unpriced = run_scenario(SHAPE, Scenario("s", 3, hosted, CAP), Workload((24.0,) * 2, LENGTHS), Costs(1, None))
+    assert unpriced.hosted_cost is None and unpriced.hosted_share == result.hosted_share
+
+
+def test_defer_counts_deferrable_work_and_runs_the_rest():
+    defer = Policy(mode="defer")
+    result = _run(3, 12.0, defer, cap=CAP, share=0.3)
+    assert result.deferred_share == pytest.approx(0.3, abs=0.06)
+    assert _run(3, 12.0, PASS, share=0.3).deferred_share == 0.0
+
+
+def test_the_slice_of_a_large_fleet_keeps_its_load_per_replica():
+    big = run_scenario(SHAPE, Scenario("s", 40, PASS), Workload((160.0,) * 3, LENGTHS), COSTS)
+    assert big.simulated_replicas < 40
+    assert big.arrivals == pytest.approx(160.0 * 180 * big.simulated_replicas / 40, rel=0.1)
+    assert big.ttft_p95_seconds < TARGETS.ttft_p95_seconds  # 4 rps per replica: under capacity
+
+
+def test_calibration_finds_the_factor_that_gives_the_observed_tpot():
+    plain = whatif.calibrate(SHAPE, LENGTHS, 3.0, None)
+    assert plain.factor == 1.0 and "unknown" in plain.reason
+    simulated = _run(1, 3.0).tpot_p95_seconds
+    correction = whatif.calibrate(SHAPE, LENGTHS, 3.0, 1.5 * simulated)
+    # Slower steps hold more requests at once, which slows each step again: the factor is under 1.5.
+    assert 1.0 < correction.factor < 1.5
+    assert correction.simulated_tpot_p95_seconds == pytest.approx(simulated)
+    corrected = run_scenario(SHAPE, Scenario("s", 1, PASS), Workload((3.0,) * 2, LENGTHS), COSTS, correction.factor)
+    assert corrected.tpot_p95_seconds == pytest.approx(1.5 * simulated, rel=0.15)
+    held = whatif.calibrate(SHAPE, LENGTHS, 3.0, 100 * simulated)
+    assert held.factor == whatif.CORRECTION_BOUNDS[1] and "bound" in held.reason
+
+
+def test_scenarios_start_with_now_and_name_each_lever():
+    chosen = whatif.scenarios(4, PASS, [*whatif.DEFAULT_LEVERS, Lever(replicas="6")], CAP, False)
+    assert [s.name for s in chosen] == [
+        "now",
+        "+1 replica",
+        "bounded queue 32",
+        "hosted after 16",
+        "defer batch",
+        "6 replicas",
+    ]
+    assert [s.replicas for s in chosen] == [4, 5, 4, 4, 4, 6]
+    assert chosen[0].planned_cap is None  # no gateway: nothing caps a replica
+    assert "prompts_may_leave" in chosen[3].note
+
+
+@pytest.mark.parametrize(("asked", "current", "expected"), [("+1", 3, 4), ("-2", 3, 1), ("7", 3, 7)])
+def test_replica_counts(asked, current, expected):
+    assert whatif.replicas_for(asked, current) == expected
+
+
+@pytest.mark.parametrize("asked", ["-3", "0", "x", "+"])
+def test_replica_counts_that_cannot_be(asked):
+    with pytest.raises(ValueError, match="expected"):
+        whatif.replicas_for(asked, 3)
