@@ -102,7 +102,7 @@ def test_scenarios_start_with_now_and_name_each_lever():
     assert "prompts_may_leave" in chosen[3].note
 
 
-@pytest.mark.parametrize(("asked", "current", "expected"), [("+1", 3, 4), ("-2", 3, 1), ("7", 3, 7)])
+@pytest.mark.parametrize("asked, current, expected", [("+1", 3, 4), ("-2", 3, 1), ("7", 3, 7)])
 def test_replica_counts(asked, current, expected):
     assert whatif.replicas_for(asked, current) == expected
 

@@ -22,7 +22,7 @@ def _run(engine_class, rate: float, seconds: float, seed: int):
     return engine, [(r.request_id, r.first_token, r.finished_at, r.tpot, r.preemptions) for r in finished]
 
 
-@pytest.mark.parametrize(("rate", "seed"), [(2.0, 1), (5.0, 2), (9.0, 3)])  # light, at capacity, over it
+@pytest.mark.parametrize("rate, seed", [(2.0, 1), (5.0, 2), (9.0, 3)])  # light, at capacity, over it
 def test_same_requests_same_times(rate, seed):
     plain, expected = _run(Engine, rate, 40.0, seed)
     striding, got = _run(StridingEngine, rate, 40.0, seed)
