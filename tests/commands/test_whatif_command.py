@@ -1,0 +1,90 @@
+"""`capcon whatif` against a running `capcon sim`, on the plan alone, and with bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.sim.running import REPO, start_sim
+
+PLAN = REPO / "plans" / "internal-assistant-18rps.yaml"
+pytestmark = pytest.mark.timeout(120)
+
+
+def _whatif(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "console", "whatif", *args], cwd=REPO, capture_output=True, text=True, timeout=110
+    )
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    process, urls, _ = start_sim(str(PLAN), "--replicas", "2", "--start", "mon 10:00", "--status-every", "0")
+    try:
+        yield urls
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def test_against_a_simulated_fleet_prints_the_table_and_the_json(fleet):
+    targets = [word for url in fleet for word in ("--target", url)]
+    table = _whatif(str(PLAN), *targets, "--interval", "2", "--minutes", "2", "--replicas", "+1")
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].startswith("what-if for internal-assistant-18rps over the next 2 min")
+    assert "2 replicas" in lines[0]
+    assert lines[2].startswith("correction:")
+    names = [line.split()[0] for line in lines if line.startswith(("now", "+1"))]
+    assert names == ["now", "+1"]
+    answer = _whatif(str(PLAN), *targets, "--interval", "2", "--minutes", "2", "--mode", "bounded_queue", "--json")
+    assert answer.returncode == 0, answer.stderr
+    report = json.loads(answer.stdout)
+    assert report["minutes"] == 2
+    assert report["observed"]["replicas"] == 2
+    assert [s["name"] for s in report["scenarios"]] == ["now", "bounded queue 64"]
+    for scenario in report["scenarios"]:
+        for key in ("replicas", "mode", "ttft_p95_seconds", "tpot_p95_seconds", "refused_share", "hosted_share"):
+            assert key in scenario
+        assert scenario["deferred_share"] == 0.0 and scenario["gpu_hours"] == pytest.approx(2 * 2 / 60, abs=0.001)
+    assert report["correction"]["factor"] > 0
+
+
+def test_the_plan_alone_at_a_rate():
+    answer = _whatif(str(PLAN), "--rps", "10", "--minutes", "1", "--json")
+    assert answer.returncode == 0, answer.stderr
+    report = json.loads(answer.stdout)
+    assert [s["name"] for s in report["scenarios"]] == [
+        "now",
+        "+1 replica",
+        "bounded queue 32",
+        "hosted after 16",
+        "defer batch",
+    ]
+    assert report["correction"]["factor"] == 1.0
+    assert report["arrivals"]["rps_by_minute"] == [10.0]
+
+
+def test_a_fleet_that_cannot_be_read_is_one_line_and_exit_1():
+    answer = _whatif(str(PLAN), "--target", "127.0.0.1:9", "--interval", "0.5", "--minutes", "1")
+    assert answer.returncode == 1
+    assert answer.stdout == ""
+    assert len(answer.stderr.strip().splitlines()) == 1 and "could not be read" in answer.stderr
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--replicas", "-99"], "--replicas"),
+        (["--mode", "sideways"], "unknown mode"),
+        (["--minutes", "0"], "--minutes 0"),
+        (["--rps", "-1"], "--rps"),
+        (["--max-queue", "5"], "--mode"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, said):
+    answer = _whatif(str(PLAN), "--rps", "5", *args) if "--rps" not in args else _whatif(str(PLAN), *args)
+    assert answer.returncode == 2, answer.stdout
+    assert len(answer.stderr.strip().splitlines()) == 1
+    assert said in answer.stderr and "Traceback" not in answer.stderr
