@@ -36,7 +36,7 @@ from console.overflow.policy import Mode, Policy
 from console.sim.engine import SimRequest
 from console.sim.shape import ReplicaShape
 
-MAX_SIMULATED_REQUESTS = 9_000  # arrivals a scenario's slice may hold: what bounds its CPU
+MAX_SIMULATED_REQUESTS = 6_000  # arrivals a scenario's slice may hold: what bounds its CPU
 DRAIN_SECONDS = 120.0  # simulated time after the last minute for the requests in flight to finish
 CALIBRATION_SECONDS = 120.0
 CORRECTION_BOUNDS = (0.25, 4.0)  # a factor outside these says the plan's model is wrong, not slow
