@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Iterable
 
 from console.metrics.vllm import Histogram
 
@@ -50,7 +51,7 @@ def _get(data: bytes, at: int) -> tuple[int, int]:
         shift += 7
 
 
-def _whole(values) -> bool:
+def _whole(values: Iterable[float]) -> bool:
     # isfinite first: int() of an infinity raises (a store that guards its input never sends one; a caller might).
     return all(math.isfinite(v) and v >= 0 and v == int(v) for v in values)
 

@@ -24,21 +24,24 @@ import math
 import shlex
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 import sqlite_utils
 
 from console.errors import UserError
 from console.metrics.figures import FleetFigures
-from console.metrics.vllm import ReplicaSample
+from console.metrics.vllm import Histogram, ReplicaSample
+from console.plan.model import Plan
 from console.redact import redact
 from console.store import codec, json_out
 from console.store.checkpoints import CheckpointWriter, rules_digest
 from console.store.json_out import finite, text
-from console.store.records import Event, FlagEvent, FleetInfo, PlanVersion, PollRecord, RecordedPoll
+from console.store.records import Event, FlagChange, FlagEvent, FleetInfo, PlanVersion, PollRecord, RecordedPoll
 from console.store.schema import (
     COUNTER_COLUMNS,
     HISTOGRAM_COLUMNS,
@@ -76,27 +79,27 @@ def plan_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _json(value) -> str | None:
+def _json(value: object) -> str | None:
     """A map or list as stored JSON: strict (no NaN, no Infinity: such entries are left out), valid UTF-8."""
     value = json_out.stored(value) if value else value
     return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False) if value else None
 
 
-def _time(value, what: str) -> float:
+def _time(value: object, what: str) -> float:
     """A time the file must hold (NOT NULL, and shown as a date by every reader)."""
     if not isinstance(value, (int, float)) or not (0.0 <= value <= LATEST_TIME):  # NaN fails both comparisons
         raise UnstorableRecord(f"{what} {value!r} is not a time between 1970 and 9999")
     return float(value)
 
 
-def _number(value, what: str) -> float:
+def _number(value: object, what: str) -> float:
     """A figure the file must hold (NOT NULL): a finite number."""
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         raise UnstorableRecord(f"{what} {value!r} is not a finite number")
     return value
 
 
-def _text(value) -> str | None:
+def _text(value: str | None) -> str | None:
     return text(value) if isinstance(value, str) else value
 
 
@@ -119,7 +122,7 @@ def is_damage(error: BaseException) -> bool:
 
 
 @contextmanager
-def reading_errors(path: str):
+def reading_errors(path: str) -> Iterator[None]:
     """A history that fails while it is read (a damaged page, a blob that does not decode) is one line
     naming the file and what to do (HistoryError: exit 2), never a traceback: `history`, `export`, `replay`."""
     try:
@@ -142,9 +145,9 @@ def quick_check(connection: sqlite3.Connection, seconds: float | None = None) ->
     timer = None
     if seconds is not None and seconds <= 0:
         raise Unfinished()  # no time now: all of it later (Store.finish_check)
+    guard = threading.Lock()
+    running = [True]
     if seconds is not None:
-        guard = threading.Lock()
-        running = [True]
 
         def stop() -> None:
             with guard:
@@ -320,10 +323,10 @@ class Store:
                     finite(record.plan_clock),
                 ),
             )
-            poll_id = cursor.lastrowid
+            poll_id = _inserted_id(cursor)
             if record.results:
                 rows = [self._sample_row(poll_id, fleet_id, result) for result in record.results]
-                self.db["samples"].insert_all(rows, replace=True)  # the same URL twice in one poll: the last wins
+                self.db.table("samples").insert_all(rows, replace=True)  # the same URL twice in one poll: the last wins
             for row in flag_rows:
                 self.connection.execute(
                     "INSERT INTO flag_events (fleet_id, poll_id, at, change, flag_id, kind, subject, severity, since, why, todo, figures)"
@@ -331,7 +334,7 @@ class Store:
                     (fleet_id, poll_id, *row),
                 )
             checkpoint = self._write_checkpoint(fleet_id, poll_id, at, record)
-        if checkpoint:
+        if checkpoint and record.state is not None:
             self._checkpoints.written(fleet_id, poll_id, record.state)
         return poll_id
 
@@ -350,7 +353,7 @@ class Store:
         return True
 
     @staticmethod
-    def _flag_row(change, at: float) -> tuple:
+    def _flag_row(change: FlagChange, at: float) -> tuple[object, ...]:
         flag = change.flag
         since = finite(flag.since)
         return (
@@ -378,7 +381,7 @@ class Store:
                 (at, fleet_id, text(kind), _text(subject), _json(detail)),
             )
 
-    def _transaction(self):
+    def _transaction(self) -> _Transaction:
         # isolation_level=None: transactions are explicit. IMMEDIATE takes the write lock up front,
         # so "locked" is reported at BEGIN, never halfway through a poll.
         return _Transaction(self.connection, self._forget_ids)
@@ -441,7 +444,7 @@ class Store:
             self._bounds[found] = bounds
         return found
 
-    def _plan_id(self, plan, at: float) -> int:
+    def _plan_id(self, plan: Plan, at: float) -> int:
         # The plan as written, less its secrets: a target's `user:password@` or `?token=` never reaches the file.
         source = text(redact(plan.source_text or ""))
         digest = plan_hash(source)
@@ -508,7 +511,8 @@ class Store:
             row = self.connection.execute("SELECT shape FROM page_shapes WHERE id = ?", (shape_id,)).fetchone()
             data = json_out.loads(row[0]) if row else {}
             data = data if isinstance(data, dict) else {}
-            series = data.get("series") if isinstance(data.get("series"), dict) else {}
+            series = data.get("series")
+            series = series if isinstance(series, dict) else {}
             found = self._shape_rows[shape_id] = (
                 tuple(str(m) for m in data.get("models") or ()),
                 tuple(str(e) for e in data.get("engines") or ()),
@@ -550,10 +554,24 @@ class Store:
         ).fetchone()
         if row is None:
             raise KeyError(poll_id)
-        figures_json = row[9]
-        figures = FleetFigures.from_json(json_out.loads(figures_json)) if figures_json else None
+        found, fleet, at, watched_at, source, window, interval, source_error, plan_id, figures_json, plan_clock = row
+        figures_map = _json_map(figures_json)
+        figures = FleetFigures.from_json(figures_map) if figures_map is not None else None
         results = None if figures is not None else tuple(self._results(poll_id))
-        return RecordedPoll(*row[:7], row[7] or "", row[8], results, figures, row[10])
+        return RecordedPoll(
+            found,
+            fleet,
+            at,
+            watched_at,
+            source,
+            window,
+            interval,
+            source_error or "",
+            plan_id,
+            results,
+            figures,
+            plan_clock,
+        )
 
     def _results(self, poll_id: int) -> Iterator[TargetResult]:
         # Replica ids grow in the order replicas were first seen: the source's order.
@@ -599,8 +617,10 @@ class Store:
             (fleet, fleet, _low(start), _high(end)),
         ).fetchall()
         return [
-            FlagEvent(*row[:8], row[8] or "", row[9] or "", json_out.loads(row[10]) if row[10] else None)
-            for row in rows
+            FlagEvent(
+                fleet, at, change, flag_id, kind, subject, severity, since, why or "", todo or "", _json_map(figures)
+            )
+            for fleet, at, change, flag_id, kind, subject, severity, since, why, todo, figures in rows
         ]
 
     def events(self, start: float | None = None, end: float | None = None) -> list[Event]:
@@ -609,7 +629,7 @@ class Store:
             " WHERE e.at >= ? AND e.at <= ? ORDER BY e.at, e.id",
             (_low(start), _high(end)),
         ).fetchall()
-        return [Event(row[0], row[1], row[2], row[3], json_out.loads(row[4]) if row[4] else None) for row in rows]
+        return [Event(at, fleet, kind, subject, _json_map(detail)) for at, fleet, kind, subject, detail in rows]
 
     def setting(self, key: str) -> str | None:
         row = self.connection.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
@@ -639,12 +659,16 @@ SAMPLE_READ_COLUMNS_V2 = (
 SAMPLE_READ_COLUMNS = (*SAMPLE_READ_COLUMNS_V2, "shape_id", "doubtful")
 
 
-def sample_columns(sample: ReplicaSample, layout_id, shape_id=None) -> dict:
+def sample_columns(
+    sample: ReplicaSample,
+    layout_id: Callable[[tuple[float, ...]], int],
+    shape_id: Callable[[ReplicaSample], int | None] | None = None,
+) -> dict[str, object]:
     """A sample's columns: counters and gauges as numbers, per-engine maps as JSON only when not one engine "0".
 
     A NaN or infinite figure is stored as unknown (NULL; left out of a map); a histogram holding
     one is stored as no histogram (its sum alone: as a missing sum)."""
-    row: dict = {"sampled_at": finite(sample.at), "start_time": finite(sample.start_time)}
+    row: dict[str, object] = {"sampled_at": finite(sample.at), "start_time": finite(sample.start_time)}
     for name in COUNTER_COLUMNS:
         row[name] = finite(sample.counters.get(name))
     row["requests_by_reason"] = _json(dict(sample.requests_by_reason))
@@ -670,22 +694,22 @@ def sample_columns(sample: ReplicaSample, layout_id, shape_id=None) -> dict:
     return row
 
 
-def _finite_map(values) -> dict:
+def _finite_map(values: Mapping[str, object] | None) -> dict[str, float]:
     """A per-engine (or per-reason) map without its NaN, infinite or non-numeric readings, keys as valid text."""
-    found = {}
+    found: dict[str, float] = {}
     for key, value in dict(values or {}).items():
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             found[text(str(key))] = value
     return found
 
 
-def _all_finite(values) -> bool:
+def _all_finite(values: Iterable[float]) -> bool:
     """Whether a sequence of floats holds no NaN or infinity (one C-level sum: NaN and inf propagate)."""
     total = sum(values)
     return total - total == 0.0  # False for NaN and ±inf (a sum of huge counts that overflows counts as infinite)
 
 
-def finite_histogram(histogram):
+def finite_histogram(histogram: Histogram | None) -> Histogram | None:
     """The histogram a reader can use, or None: NaN or infinite counts (or a NaN bound) make it unknown;
     a NaN or infinite sum or count alone is kept as missing. +Inf stays a bound (the last bucket)."""
     if histogram is None:
@@ -699,7 +723,14 @@ def finite_histogram(histogram):
     return replace(histogram, sum=total, count=count)
 
 
-def read_histogram(blob: bytes | None, bounds):
+# A samples row as sqlite3 reads it, by column name: its values are untyped (whatever the file holds,
+# an older capcon's NaN included), and each is checked where it is read (_real, read_histogram, ...).
+SampleRow = Mapping[str, Any]
+BoundsOf = Callable[[int], tuple[float, ...]]
+ShapeOf = Callable[[int], tuple[tuple[str, ...], tuple[str, ...], dict[str, int]]]
+
+
+def read_histogram(blob: bytes | None, bounds: BoundsOf) -> Histogram | None:
     """The histogram a stored blob holds (`bounds(layout_id)` gives a layout's bounds), as `finite_histogram`
     makes it: a file written before the store refused NaN still reads. CodecError for a damaged blob."""
     if blob is None:
@@ -712,7 +743,16 @@ def read_histogram(blob: bytes | None, bounds):
     return finite_histogram(histogram)
 
 
-def _stored_map(raw) -> dict:
+def _json_map(raw: str | bytes | None) -> dict[str, object] | None:
+    """A stored JSON map (a poll's figures, a flag's figures, an event's detail) read back; None when there is
+    none, or the text holds something other than a map (the file is written with maps only)."""
+    if not raw:
+        return None
+    found = json_out.loads(raw)
+    return found if isinstance(found, dict) else None
+
+
+def _stored_map(raw: str | bytes | None) -> dict[str, float]:
     """A stored JSON map read back: only finite numbers (an older file may hold NaN or Infinity)."""
     if not raw:
         return {}
@@ -720,7 +760,7 @@ def _stored_map(raw) -> dict:
     return _finite_map(found) if isinstance(found, dict) else {}
 
 
-def sample_from_columns(row: dict, bounds, shapes=None) -> ReplicaSample:
+def sample_from_columns(row: SampleRow, bounds: BoundsOf, shapes: ShapeOf | None = None) -> ReplicaSample:
     """The ReplicaSample a row holds (`bounds(layout_id)` gives a layout's bounds, `shapes(shape_id)` a
     page shape's (models, engines, series); without it, or in a version-2 file, the shape is unknown).
 
@@ -742,18 +782,23 @@ def sample_from_columns(row: dict, bounds, shapes=None) -> ReplicaSample:
             histograms[name] = histogram
     # Inline, not through finite(): this runs for every sample a replay or history reads.
     counters = {name: value for name in COUNTER_COLUMNS if type(value := row[name]) is float and value - value == 0.0}
-    process = {}
+    models: tuple[str, ...] = ()
+    engines: tuple[str, ...] = ()
+    series: dict[str, int] = {}
     shape_id = row.get("shape_id")
     if shapes is not None and shape_id is not None:
         models, engines, series = shapes(shape_id)
-        process = {"model_names": models, "engines": engines, "shape": series}
-    doubtful = row.get("doubtful")
-    if doubtful:
-        found = json_out.loads(doubtful)
+    doubtful: dict[str, str] = {}
+    stored_doubtful = row.get("doubtful")
+    if stored_doubtful:
+        found = json_out.loads(stored_doubtful)
         if isinstance(found, dict):
-            process["doubtful"] = {str(k): str(v) for k, v in found.items()}
+            doubtful = {str(k): str(v) for k, v in found.items()}
     return ReplicaSample(
-        **process,
+        model_names=models,
+        engines=engines,
+        shape=series,
+        doubtful=doubtful,
         at=row["sampled_at"],
         counters=counters,
         requests_by_reason=_stored_map(row["requests_by_reason"]),
@@ -767,12 +812,14 @@ def sample_from_columns(row: dict, bounds, shapes=None) -> ReplicaSample:
     )
 
 
-def _real(value) -> float | None:
+def _real(value: object) -> float | None:
     """A REAL column read back: a finite number, else unknown (Infinity left by an older capcon, a foreign value)."""
     return value if type(value) is float and value - value == 0.0 else (float(value) if type(value) is int else None)
 
 
-def result_from_row(name: str, url: str, row: dict, bounds, shapes=None) -> TargetResult:
+def result_from_row(
+    name: str, url: str, row: SampleRow, bounds: BoundsOf, shapes: ShapeOf | None = None
+) -> TargetResult:
     sample = sample_from_columns(row, bounds, shapes) if finite(row["sampled_at"]) is not None else None
     return TargetResult(name, url, row["state"], sample, row["error"] or "", row["fetched_at"])
 
@@ -806,6 +853,13 @@ def _close(connection: sqlite3.Connection | None) -> None:
             pass
 
 
+def _inserted_id(cursor: sqlite3.Cursor) -> int:
+    """The id SQLite gave the row an INSERT just added (always set after a successful INSERT)."""
+    if cursor.lastrowid is None:
+        raise sqlite3.DatabaseError("no row id after an INSERT")
+    return cursor.lastrowid
+
+
 def _low(value: float | None) -> float:
     return value if value is not None else float("-inf")
 
@@ -822,15 +876,17 @@ def _sqlite_words(error: sqlite3.Error) -> str:
 
 
 class _Transaction:
-    def __init__(self, connection: sqlite3.Connection, on_rollback) -> None:
+    def __init__(self, connection: sqlite3.Connection, on_rollback: Callable[[], None]) -> None:
         self.connection = connection
         self.on_rollback = on_rollback
 
-    def __enter__(self):
+    def __enter__(self) -> sqlite3.Connection:
         self.connection.execute("BEGIN IMMEDIATE")
         return self.connection
 
-    def __exit__(self, kind, error, trace) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         if kind is None:
             try:
                 # On a full disk the COMMIT itself fails (WAL frames are written at commit) and SQLite

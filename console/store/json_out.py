@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
+from typing import TypeVar
 
 __all__ = ["dumps", "finite", "loads", "stored", "strict", "text"]
 
+T = TypeVar("T")
 
-def finite(value):
+
+def finite(value: T) -> T | None:
     """`value`, or None when it is a float that is NaN or infinite (an int or None passes as is)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -47,7 +51,7 @@ def text(value: str) -> str:
         return value.encode("utf-8", "backslashreplace").decode("utf-8")  # another lone surrogate: \udXXX
 
 
-def strict(value):
+def strict(value: object) -> object:
     """Strict JSON values: NaN and infinities become None, text valid UTF-8, tuples lists, at any depth."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
@@ -60,7 +64,7 @@ def strict(value):
     return value
 
 
-def stored(value):
+def stored(value: object) -> object:
     """What goes into the file: as `strict`, but a map entry whose value is not a finite number is left
     out (a per-engine KV usage of NaN is no engine reading, not an engine reading None)."""
     if isinstance(value, float):
@@ -78,10 +82,18 @@ def stored(value):
     return value
 
 
-def dumps(value, **options) -> str:
-    """json.dumps of `strict(value)`; never writes NaN or Infinity (allow_nan=False is kept)."""
-    options.setdefault("allow_nan", False)
-    return json.dumps(strict(value), **options)
+def dumps(
+    value: object,
+    *,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+    default: Callable[[object], object] | None = None,
+) -> str:
+    """json.dumps of `strict(value)`; never writes NaN or Infinity (allow_nan=False)."""
+    return json.dumps(
+        strict(value), indent=indent, separators=separators, sort_keys=sort_keys, default=default, allow_nan=False
+    )
 
 
 class _NotFinite:
@@ -91,7 +103,7 @@ class _NotFinite:
 _NOT_FINITE = _NotFinite()
 
 
-def _without_constants(value):
+def _without_constants(value: object) -> object:
     if value is _NOT_FINITE:
         return None
     if isinstance(value, dict):
@@ -101,12 +113,12 @@ def _without_constants(value):
     return value
 
 
-def loads(data: str | bytes):
+def loads(data: str | bytes) -> object:
     """JSON as stored (possibly by a capcon that wrote NaN): non-finite numbers never come back. A map
     leaves such an entry out, a list holds None in its place. The common case stays json.loads' own speed."""
-    seen = []
+    seen: list[str] = []
 
-    def constant(name: str):
+    def constant(name: str) -> _NotFinite:
         seen.append(name)
         return _NOT_FINITE
 

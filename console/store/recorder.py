@@ -36,7 +36,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from console.store import retention as retention_rules
 from console.store.database import (
@@ -288,12 +288,14 @@ def other_writers(
     return found
 
 
-def _polled_lately(store: Store, fleets: list[str], now: float, interval) -> bool:
-    try:
-        interval = float(interval)
-    except (TypeError, ValueError):
-        interval = 5.0
-    recent = now - OTHER_HOST_INTERVALS * interval - OTHER_HOST_MARGIN_SECONDS
+def _polled_lately(store: Store, fleets: list[str], now: float, interval: object) -> bool:
+    seconds = 5.0  # unless another writer's event said how often it polls
+    if isinstance(interval, (int, float, str)):
+        try:
+            seconds = float(interval)
+        except ValueError:
+            pass
+    recent = now - OTHER_HOST_INTERVALS * seconds - OTHER_HOST_MARGIN_SECONDS
     for name in fleets:
         last = store.connection.execute(
             "SELECT max(at) FROM polls WHERE fleet_id = (SELECT id FROM fleets WHERE name = ?)", (name,)
@@ -314,13 +316,19 @@ def _left_out_words(taken: dict[str, OtherWriter], one: bool) -> str:
     return "; ".join(f"{name}: {by(writer)} records it" for name, writer in taken.items())
 
 
+class StoreOpener(Protocol):
+    """How the recorder opens its file: `Store.open`, or a stand-in (tests)."""
+
+    def __call__(self, path: str, *, check_seconds: float | None = ...) -> Store: ...
+
+
 class Recorder:
     def __init__(
         self,
         path: str | Path,
         retention: Retention | None = None,
         *,
-        open_store: Callable[[str], Store] = Store.open,
+        open_store: StoreOpener = Store.open,
         clock: Callable[[], float] = time.time,
         on_change: Callable[[RecorderStatus], None] | None = None,
         max_waiting: int = MAX_WAITING,
@@ -684,7 +692,7 @@ class Recorder:
                     next_retention = time.monotonic() + (
                         self._retention_every if finished else RETENTION_CATCH_UP_SECONDS
                     )
-                    if self._store is not None and self._usable():
+                    if self._usable():  # retention may have found the file gone bad
                         self._checkpoint()
                 if not self._write_queued():
                     self._retry_at = time.monotonic() + self._retry_seconds
@@ -696,20 +704,21 @@ class Recorder:
     def _write_queued(self, stopping: bool = False) -> bool:
         """Write queued records in order until the queue is empty (True) or the file refuses one (False)."""
         while True:
-            if not self._usable():
+            store = self._store if self._usable() else None
+            if store is None:
                 return False
             if stopping:
                 remaining = self._deadline - time.monotonic()
                 if remaining <= 0:
                     return False
                 # The busy timeout must not outlast the deadline `close` was given.
-                self._store.connection.execute(f"PRAGMA busy_timeout = {int(min(remaining * 1000, BUSY_TIMEOUT_MS))}")
+                store.connection.execute(f"PRAGMA busy_timeout = {int(min(remaining * 1000, BUSY_TIMEOUT_MS))}")
             record = self._take()
             if record is None:
                 return True
             try:
                 if isinstance(record, PollRecord):
-                    self._store.write_poll(record)
+                    store.write_poll(record)
                 else:
                     detail = record.detail
                     if record.kind == STOPPED:
@@ -717,7 +726,7 @@ class Recorder:
                             detail = {**(detail or {}), "written": self._written, "dropped": self._dropped}
                             if self._unstored:
                                 detail["unstored"] = self._unstored
-                    self._store.write_event(record.at, record.kind, record.fleet, record.subject, detail)
+                    store.write_event(record.at, record.kind, record.fleet, record.subject, detail)
             except (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.DataError) as error:
                 # The record, not the file: a constraint or a value SQLite cannot take. Retrying cannot help.
                 self._unstorable(record, error)
@@ -774,11 +783,12 @@ class Recorder:
             # Follow the file: a recorder started with --keep-* may have set it since.
             self.retention = self._stored_retention() or self.retention
         finished = True
+        store = self._store
+        if store is None:
+            return finished
         try:
             # Looked up on the module at each round, so a stand-in put there (tests) is the one called.
-            done = retention_rules.apply_retention(
-                self._store, self._clock(), self.retention, max_chunks=RETENTION_CHUNKS
-            )
+            done = retention_rules.apply_retention(store, self._clock(), self.retention, max_chunks=RETENTION_CHUNKS)
             finished = done.finished
         except sqlite3.Error as error:
             self._set_state(*state_of(error, self.path))  # tried again at the next round, like any refused write
@@ -798,10 +808,13 @@ class Recorder:
     def _checkpoint(self) -> None:
         """Fold the -wal log into the file; when that cannot happen, say so (the polls are safe in the log)."""
         self._since_checkpoint = 0
+        store = self._store
+        if store is None:
+            return
         name = Path(self.path).name
         problem = ""
         try:
-            self._store.connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            store.connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error as error:
             state, reason = state_of(error, self.path)
             why = reason if state in ("read-only", "full") else str(error)

@@ -25,6 +25,7 @@ larger, the later sample wins.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from console.store.database import SAMPLE_READ_COLUMNS, HistoryError, Store
@@ -39,6 +40,11 @@ RAW_SETTING = "raw_seconds"
 MINUTES_SETTING = "minutes_seconds"
 
 
+def _positive_seconds(value: object) -> bool:
+    """Whether a duration given at run time (from options or a file, whatever its declared type) is usable."""
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
 @dataclass(frozen=True)
 class Retention:
     raw_seconds: float = RAW_SECONDS
@@ -46,7 +52,7 @@ class Retention:
 
     def __post_init__(self) -> None:
         for name, value in (("raw samples", self.raw_seconds), ("one-minute rollups", self.minutes_seconds)):
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            if not _positive_seconds(value):
                 raise ValueError(
                     f"retention of {name}: {value!r} is not a duration; expected a positive number of seconds"
                 )
@@ -167,7 +173,9 @@ class _Budget:
         return True
 
 
-def _chunks(store: Store, first_sql: str, fleet_id: int, cutoff: float, size: float, budget: _Budget):
+def _chunks(
+    store: Store, first_sql: str, fleet_id: int, cutoff: float, size: float, budget: _Budget
+) -> Iterator[tuple[float, float]]:
     """[start, end) ranges of `size` (aligned to it) holding data before `cutoff`, skipping empty ones."""
     low = -math.inf
     while True:

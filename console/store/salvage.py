@@ -46,7 +46,7 @@ def _key(source: sqlite3.Connection, table: str) -> list[str]:
     return primary if without_rowid else ["rowid"]
 
 
-def _copy(source, target, table: str) -> tuple[int, bool]:
+def _copy(source: sqlite3.Connection, target: sqlite3.Connection, table: str) -> tuple[int, bool]:
     """Rows of `table` from `source` into `target`: forward to the damage, then backward to it. (rows, hit damage)."""
     key = _key(source, table)
     names = [row[1] for row in source.execute(f"PRAGMA table_info({_quoted(table)})")]
@@ -61,7 +61,7 @@ def _copy(source, target, table: str) -> tuple[int, bool]:
     last = None
     damaged = False
 
-    def put(row) -> None:
+    def put(row: tuple[object, ...]) -> None:
         nonlocal rows
         values = row[width:]
         target.execute(insert, ((row[0], *values) if key == ["rowid"] else values))

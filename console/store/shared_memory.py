@@ -27,6 +27,7 @@ POSIX lock this process holds on it, SQLite's included.
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 
 REPLACED = "replaced"
@@ -98,7 +99,7 @@ def takes_writes(path: str, found: os.stat_result | None = None) -> bool:
     return not allowed
 
 
-def abandon(connection) -> None:
+def abandon(connection: sqlite3.Connection) -> None:
     """Keep `connection` alive to the end of the process, never closed: closing writes to the index in
     a `-shm` that may no longer take it. The process exits without SQLite touching the file again."""
     import ctypes  # noqa: PLC0415 - only on this rare path
@@ -107,4 +108,4 @@ def abandon(connection) -> None:
     _ABANDONED.append(connection)
 
 
-_ABANDONED: list = []
+_ABANDONED: list[sqlite3.Connection] = []
