@@ -500,9 +500,17 @@ def replicas_for(asked: str, current: int) -> int:
 
 
 def scenarios(
-    current: int, now_policy: Policy, levers: Sequence[Lever], planned_cap: int | None, hosted_allowed: bool
+    current: int,
+    now_policy: Policy,
+    levers: Sequence[Lever],
+    planned_cap: int | None,
+    hosted_allowed: bool,
+    mode_base: Policy | None = None,
 ) -> list[Scenario]:
-    """ "now" first (nothing changed), then one scenario per lever; ValueError for a lever that cannot be."""
+    """ "now" first (nothing changed), then one scenario per lever; ValueError for a lever that cannot be.
+
+    A mode lever changes the gateway's policy now; with no gateway now, `mode_base` (the plan's overflow
+    section), else the gateway's defaults."""
     result = [Scenario("now", current, now_policy, planned_cap if now_policy.mode != "pass" else None)]
     for lever in levers:
         if lever.replicas is not None:
@@ -516,7 +524,7 @@ def scenarios(
             continue
         if lever.mode is None:
             continue
-        base = now_policy if now_policy.mode != "pass" else Policy()
+        base = now_policy if now_policy.mode != "pass" else (mode_base or Policy())
         changes: dict = {"mode": lever.mode, "hosted_allowed": True}
         if lever.max_queue is not None:
             changes["max_queue"] = lever.max_queue

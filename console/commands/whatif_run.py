@@ -330,10 +330,16 @@ def report(plan: Plan, situation: Situation, args) -> Report:
         output_max=int(tokens.output_max),
         max_model_len=min(shape.max_model_len, shape.kv_capacity_tokens),
     )
-    now_policy = policy_from_plan(plan, situation.replicas) if situation.gateway else Policy(mode="pass")
+    plan_policy = policy_from_plan(plan, situation.replicas)
+    now_policy = plan_policy if situation.gateway else Policy(mode="pass")
     try:
         chosen = scenarios(
-            situation.replicas, now_policy, levers(args), planned_cap(plan), bool(plan.data.prompts_may_leave)
+            situation.replicas,
+            now_policy,
+            levers(args),
+            planned_cap(plan),
+            bool(plan.data.prompts_may_leave),
+            mode_base=plan_policy,
         )
     except ValueError as problem:
         raise UserError(f"--replicas {problem}") from None
