@@ -142,7 +142,12 @@ def backtest(
     origins = 0
     first = times[0] if times else 0.0
 
+    by_minute = {round(t / MINUTE): r for t, r in zip(times, rates) if t == round(t / MINUTE) * MINUTE}
+
     def actual(at: float) -> float | None:
+        aligned = round(at / MINUTE)
+        if aligned in by_minute and abs(aligned * MINUTE - at) <= TRUTH_SLACK_SECONDS:
+            return by_minute[aligned]  # the usual case: minute ends, found without a search
         i = bisect_left(times, at - TRUTH_SLACK_SECONDS)
         if i < len(times) and abs(times[i] - at) <= TRUTH_SLACK_SECONDS:
             return rates[i]

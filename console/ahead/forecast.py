@@ -45,6 +45,8 @@ MIN_TRUST = 0.2  # with no history the trend still counts for the first minutes 
 BAND_Z = 1.64  # about a 90 % band for normal residuals
 CORRECTION_BOUNDS = (0.1, 10.0)  # observed / expected beyond these says the plan is for another fleet
 
+BISECTIONS = 30  # a minute halved this often: under a tenth of a millisecond
+
 Basis = Literal["trend+plan", "trend", "plan", "none"]
 
 
@@ -64,6 +66,23 @@ class Profile:
             if minutes <= x1:
                 return y0 if x1 <= x0 else y0 + (y1 - y0) * (minutes - x0) / (x1 - x0)
         return knots[-1][1]
+
+    def by_minute(self, last: int) -> list[float | None]:
+        """`at(0)`, `at(1)`, ... `at(last)`, the knots walked once."""
+        knots = self.knots
+        if not knots:
+            return [None] * (last + 1)
+        out: list[float | None] = []
+        i = 0
+        for minute in range(last + 1):
+            while i + 1 < len(knots) and knots[i + 1][0] < minute:
+                i += 1
+            if minute <= knots[0][0] or i + 1 >= len(knots):
+                out.append(knots[0][1] if minute <= knots[0][0] else knots[-1][1])
+                continue
+            (x0, y0), (x1, y1) = knots[i], knots[i + 1]
+            out.append(y0 if x1 <= x0 else y0 + (y1 - y0) * (minute - x0) / (x1 - x0))
+        return out
 
 
 @dataclass(frozen=True)
@@ -97,11 +116,15 @@ class _Trend:
     samples: int
 
     def at(self, minutes: float, damping: float) -> float:
+        return max(self.offset(minutes, damping), 0.0)
+
+    def offset(self, minutes: float, damping: float) -> float:
+        """The line at `minutes` ahead, unclamped (a deviation from the plan can be negative)."""
         if damping >= 1.0:
             added = minutes
         else:
             added = damping * (1 - damping**minutes) / (1 - damping)
-        return max(self.level + self.slope * added, 0.0)
+        return self.level + self.slope * added
 
 
 def _finite(value: object) -> bool:
@@ -117,7 +140,16 @@ def _recent(samples: Sequence[tuple[float, float | None]], now: float) -> list[t
     ]
 
 
-def _trend(recent: Sequence[tuple[float, float]]) -> _Trend | None:
+def _shrunk(value: float, variance: float) -> float:
+    """`value` times value^2 / (value^2 + variance): a figure no larger than its own standard error is mostly
+    the arrivals' noise and mostly dropped; a clear one keeps nearly all of itself."""
+    square = value * value
+    return value * square / (square + variance) if square + variance > 0 else value
+
+
+def _trend(recent: Sequence[tuple[float, float]], deviation: bool = False) -> _Trend | None:
+    """A least-squares line through `recent`, read at `now` (minutes 0). With `deviation` the points are the
+    fleet's rates less the corrected plan's: the level may be negative and is shrunk by its significance too."""
     if not recent:
         return None
     xs = [x for x, _ in recent]
@@ -135,7 +167,13 @@ def _trend(recent: Sequence[tuple[float, float]]) -> _Trend | None:
     if n >= 3:
         residuals = [y - (level + slope * x) for x, y in zip(xs, ys)]
         sigma = math.sqrt(sum(r * r for r in residuals) / (n - 2))
-    return _Trend(level=max(level, 0.0), slope=slope * trust, trust=trust, sigma=sigma, samples=n)
+        # A noisy slope continued for minutes would add the arrivals' noise tenfold: shrunk by its significance.
+        if deviation:
+            level = _shrunk(level, sigma * sigma * (1 / n + mx * mx / sxx))
+        slope = _shrunk(slope, sigma * sigma / sxx)
+    if not deviation:
+        level = max(level, 0.0)
+    return _Trend(level=level, slope=slope * trust, trust=trust, sigma=sigma, samples=n)
 
 
 def plan_correction(recent: Sequence[tuple[float, float]], profile: Profile, trust: float) -> float:
@@ -171,6 +209,11 @@ def forecast(
     if profile is not None and not profile.knots:
         profile = None
     correction = plan_correction(recent, profile, trend.trust) if profile is not None and trend is not None else None
+    if profile is not None and correction is not None and trend is not None:
+        # With a plan the trend is of the fleet's departure from the corrected plan: the plan gives the shape
+        # (a morning ramp is the plan's, not a trend to extrapolate), the trend what the fleet does beyond it.
+        deviations = [(x, v - correction * (profile.at(x) or 0.0)) for x, v in recent]
+        trend = _trend(deviations, deviation=True) or trend
     tau = PLAN_PULL_MINUTES * max(trend.trust if trend else 0.0, MIN_TRUST)
     capacity = capacity_rps if _finite(capacity_rps) else None
     lead = lead_time_minutes if _finite(lead_time_minutes) else None
@@ -179,26 +222,38 @@ def forecast(
         at = profile.at(minutes) if profile is not None else None
         return at * correction if at is not None and correction is not None else at
 
+    def following(minutes: float, plan: float | None) -> float | None:
+        """Where the fleet's own recent course leads: the trend alone, or the corrected plan (`plan`, its value
+        at `minutes`) plus the trend of the fleet's departure from it."""
+        if trend is None:
+            return None
+        if plan is None:
+            return trend.at(minutes, damping)
+        return max(plan + trend.offset(minutes, damping), 0.0)
+
     def blended(minutes: float) -> float | None:
         plan = planned(minutes)
-        if trend is None:
+        own = following(minutes, plan)
+        if own is None:
             return plan
-        following = trend.at(minutes, damping)
         if plan is None:
-            return following
+            return own
         weight = math.exp(-minutes / tau)
-        return weight * following + (1 - weight) * plan
+        return weight * own + (1 - weight) * plan
 
     def band(minutes: float, centre: float | None) -> tuple[float | None, float | None]:
         if centre is None or trend is None or trend.sigma is None:
             return None, None
         half = BAND_Z * trend.sigma * math.sqrt(1 + minutes / FULL_TRUST_MINUTES)
         plan = planned(minutes)
-        if plan is not None:
-            half += abs(trend.at(minutes, damping) - plan) / 2
+        own = following(minutes, plan)
+        if plan is not None and own is not None:
+            half += abs(own - plan) / 2
         return max(centre - half, 0.0), centre + half
 
-    rps = tuple(blended(h) for h in horizons)
+    count = math.ceil(max(horizons)) + 1 if horizons else 1
+    by_minute = _by_minute(count - 1, profile, correction, trend, tau, damping)
+    rps = tuple(by_minute[h] if 0 <= h < count else blended(h) for h in horizons)
     bands = [band(h, r) for h, r in zip(horizons, rps)]
     basis: Basis = (
         "none"
@@ -215,32 +270,69 @@ def forecast(
         rps=rps,
         rps_low=tuple(low for low, _ in bands),
         rps_high=tuple(high for _, high in bands),
-        minutes_to_saturation=saturation_minutes(blended, capacity, last),
+        minutes_to_saturation=saturation_minutes(blended, capacity, last, by_minute),
         lead_time_minutes=lead,
         capacity_rps=capacity,
         trend_samples=trend.samples if trend else 0,
         basis=basis,
-        by_minute=tuple(blended(float(m)) for m in range(math.ceil(last) + 1)),
+        by_minute=by_minute,
         plan_correction=correction,
     )
 
 
-def saturation_minutes(curve: Callable[[float], float | None], capacity: float | None, last: float) -> float | None:
+def _by_minute(
+    last: int, profile: Profile | None, correction: float | None, trend: _Trend | None, tau: float, damping: float
+) -> tuple[float | None, ...]:
+    """The blended forecast at 0, 1, ... `last` minutes: what `blended` gives there, with the plan walked once
+    and the damping and weights multiplied along (a backtest asks for this ten thousand times a week)."""
+    plans: list[float | None] = [None] * (last + 1)
+    if profile is not None:
+        plans = profile.by_minute(last)
+        if correction is not None:
+            plans = [p * correction if p is not None else None for p in plans]
+    if trend is None:
+        return tuple(plans)
+    out: list[float | None] = []
+    added, step, weight, fade = 0.0, 1.0, 1.0, math.exp(-1.0 / tau)
+    for plan in plans:
+        line = trend.level + trend.slope * added
+        if plan is None:
+            out.append(max(line, 0.0))
+        else:
+            own = max(plan + line, 0.0)
+            out.append(weight * own + (1 - weight) * plan)
+        step *= damping
+        added = added + 1.0 if damping >= 1.0 else added + step
+        weight *= fade
+    return tuple(out)
+
+
+def saturation_minutes(
+    curve: Callable[[float], float | None],
+    capacity: float | None,
+    last: float,
+    by_minute: Sequence[float | None] | None = None,
+) -> float | None:
     """The first minute in [0, last] at which `curve` (minutes -> rps or None) goes over `capacity`;
-    None when it stays at or under it, or either is unknown. Found minute by minute, then by bisection."""
+    None when it stays at or under it, or either is unknown. Found minute by minute (`by_minute`: the curve
+    at 0, 1, ... minutes, already known), then by bisection to well under a second."""
     if capacity is None:
         return None
-    start = curve(0.0)
+
+    def at_minute(minute: int) -> float | None:
+        return by_minute[minute] if by_minute is not None and minute < len(by_minute) else curve(float(minute))
+
+    start = at_minute(0)
     if start is None:
         return None
     if start > capacity:
         return 0.0
     below = 0.0
     for minute in range(1, math.ceil(last) + 1):
-        value = curve(float(minute))
+        value = at_minute(minute)
         if value is not None and value > capacity:
             above = float(minute)
-            for _ in range(50):
+            for _ in range(BISECTIONS):
                 middle = (below + above) / 2
                 crossed = curve(middle)
                 if crossed is not None and crossed > capacity:

@@ -150,3 +150,20 @@ def test_the_plan_profile_follows_the_plan_week_between_hour_middles():
     assert profile.at(0.0) == pytest.approx(at_hour[10]) and profile.at(60.0) == pytest.approx(at_hour[11])
     assert profile.at(30.0) == pytest.approx((at_hour[10] + at_hour[11]) / 2)
     assert plan_profile(plan, math.inf).knots == ()
+
+
+def test_a_fleet_on_its_plan_is_forecast_on_the_plan_not_on_its_noise():
+    """Per-minute rates scattered about a rising plan: the plan gives the shape, the noise's chance slope is
+    not carried forward (continued for 15 minutes it would be the forecast's largest error)."""
+    rising = Profile(((-10.0, 10.0), (60.0, 24.0)))  # +0.2 rps a minute
+    scatter = [0.9, -0.7, 0.4, -0.2, 1.1, -1.0]  # the last minutes' noise, ending high: a chance upward slope
+    samples = [(NOW + x * 60.0, rising.at(float(x)) + scatter[x + 5]) for x in range(-5, 1)]
+    ahead = forecast(samples, NOW, rising)
+    for h, r in zip(ahead.horizon_minutes, ahead.rps):
+        assert r == pytest.approx(rising.at(float(h)), abs=0.35)
+
+
+def test_a_ramp_off_a_flat_plan_is_still_followed():
+    ahead = forecast(ramp(10.0, 1.0), NOW, Profile(((0.0, 10.0),)), capacity_rps=17.0)
+    assert ahead.rps[0] > 12.0  # the fleet's own rise, not the plan's flat line (10 now)
+    assert ahead.minutes_to_saturation is not None and ahead.minutes_to_saturation < 15.0
