@@ -282,7 +282,7 @@ def evidence_table(conclusion: Conclusion) -> list[str]:
         return "-" if value is None else f"{value:.0%}"
 
     columns = (
-        ("change", "<34"),
+        ("change", "<36"),
         ("goodput", ">7"),
         ("TTFT p95 ms", ">11"),
         ("TPOT p95 ms", ">11"),
@@ -296,10 +296,10 @@ def evidence_table(conclusion: Conclusion) -> list[str]:
     rows = ["  ".join(f"{name:{align}}" for name, align in columns).rstrip()]
     for r in conclusion.reruns:
         if r.skipped:
-            rows.append(f"{r.what:<34}  not run: {r.skipped}")
+            rows.append(f"{r.what:<36}  not run: {r.skipped}")
             continue
         cells = (
-            r.what[:34],
+            r.what[:36],
             share(r.goodput_share),
             cell(r.ttft_p95, 1000),
             cell(r.tpot_p95, 1000, 1),

@@ -14,10 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from console.bench.boundary import interval_text, percent_text, share_down_text, share_places, within
+from console.bench.diagnosis import Conclusion, evidence_table
 from console.bench.limits import Diagnosis, diagnose
 from console.bench.measure import BenchTargets, wilson_interval
 from console.bench.runner import Step
 from console.bench.server_view import ServerStep
+from console.text import printable
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,7 @@ class BenchReport:
     settings: dict
     source: str = "capcon bench"
     prompts: str = ""  # what was replayed: the file and its count, or the built-in sample ("" imported)
+    diagnose: Conclusion | None = None  # --diagnose: the reruns at capacity and what they concluded
 
     @property
     def diagnosis(self) -> Diagnosis | None:
@@ -133,6 +136,7 @@ class BenchReport:
             "interrupted": self.interrupted,
             "limit": diagnosis.as_dict() if diagnosis else None,
             "steps": [step_dict(s) for s in self.steps],
+            **({"diagnose": self.diagnose.as_dict()} if self.diagnose is not None else {}),
         }
 
 
@@ -176,6 +180,7 @@ def step_dict(step: StepSummary) -> dict:
             "e2e_ms_p95": _ms(step.e2e_p95),
         },
         "server": step.server.as_dict(),
+        "gpu": step.step.gpu.as_dict() if step.step is not None else None,
     }
 
 
@@ -271,9 +276,21 @@ def render(report: BenchReport) -> str:
         lines.extend(f"  - {reason}" for reason in diagnosis.reasons)
     elif report.steps:
         lines.append("limit hit: not reached (every rate held)")
+    if report.diagnose is not None:
+        lines += ["", *diagnosis_lines(report.diagnose)]
     if report.interrupted:
         lines.append("stopped by Ctrl+C: the steps above are what was measured")
     return "\n".join(lines)
+
+
+def diagnosis_lines(conclusion: Conclusion) -> list[str]:
+    """--diagnose in text: the evidence table and the conclusion (labels from the GPU page made printable)."""
+    return [
+        "diagnosis: the step at capacity rerun with controlled changes (GPU columns: the GPU's own counters)",
+        *evidence_table(conclusion),
+        f"limit: {conclusion.limit}" + (f" (moved by {', '.join(conclusion.moved_by)})" if conclusion.moved_by else ""),
+        *(f"  - {printable(reason)}" for reason in conclusion.reasons),
+    ]
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from console.bench.arrivals import arrival_offsets
 from console.bench.boundary import meets_share
 from console.bench.client import RequestResult
+from console.bench.diagnosis import GpuFigures
+from console.bench.gpu_watch import GpuWatch
 from console.bench.measure import BenchTargets, StepFigures, figures, is_good, step_figures
 from console.bench.prompts import BenchPrompt
 from console.bench.server_view import ServerStep, server_step
@@ -56,6 +58,7 @@ class Step:
     figures: StepFigures
     server: ServerStep
     holds: bool
+    gpu: GpuFigures = field(default_factory=GpuFigures)  # the GPU's own counters (unknown without a page)
 
 
 @dataclass
@@ -194,37 +197,85 @@ async def run_sweep(
     progress: Progress | None = None,
     on_step: Callable[[Step], None] | None = None,
     fixed_rate: float | None = None,
+    gpu: GpuWatch | None = None,
+    keep_open: bool = False,
 ) -> list[Step]:
-    """Measure rate after rate as `sweep` asks (or one `fixed_rate`) until it is done or `stop` is set."""
+    """Measure rate after rate as `sweep` asks (or one `fixed_rate`) until it is done or `stop` is set.
+
+    `gpu` reads the replica's GPU page beside /metrics; `keep_open` leaves the client open for reruns after it.
+    """
     cycle = PromptCycle(prompts, settings.seed)
     steps: list[Step] = []
     watch = MetricsWatch(metrics_url, settings.scrape_every) if metrics_url else None
     try:
-        async with client:
+        if not keep_open:
+            await client.__aenter__()
+        try:
             if watch is not None:
                 await watch.scrape_once()
                 watch.start()
+            if gpu is not None:
+                gpu.start()
             while not stop.is_set():
                 rate = fixed_rate if fixed_rate is not None else sweep.next_rate()
                 if rate is None or (fixed_rate is not None and steps):
                     break
                 if watch is not None:
                     await watch.take()  # the step starts from a fresh reading
+                if gpu is not None:
+                    await gpu.take()
                 measured, _ = await run_step(
                     client, cycle.take(settings.count(rate)), rate, settings, targets, stop, progress
                 )
                 samples = await watch.take() if watch is not None else []
+                gpu_figures = await gpu.take() if gpu is not None else GpuFigures(note="no GPU page")
                 if measured.sent == 0:
                     break
                 holds = meets_share(measured.good, measured.sent, targets.share)
-                step = Step(measured, server_step(samples), holds)
+                step = Step(measured, server_step(samples), holds, gpu_figures)
                 steps.append(step)
                 if on_step is not None:
                     on_step(step)
                 if measured.interrupted:
                     break
                 sweep.record(rate, holds)
+        finally:
+            if not keep_open:
+                await client.__aexit__(None, None, None)
     finally:
         if watch is not None:
             await watch.aclose()
+        if gpu is not None:
+            await gpu.stop()
     return steps
+
+
+async def run_measured_step(
+    client: SessionClient,
+    prompts: Sequence[BenchPrompt],
+    rate: float,
+    settings: StepSettings,
+    targets: BenchTargets,
+    stop: asyncio.Event,
+    metrics_url: str | None,
+    gpu: GpuWatch | None,
+    progress: Progress | None = None,
+) -> Step:
+    """One step with the replica's /metrics and GPU page read while it runs (a --diagnose rerun); client open."""
+    watch = MetricsWatch(metrics_url, settings.scrape_every) if metrics_url else None
+    try:
+        if watch is not None:
+            await watch.scrape_once()
+            watch.start()
+        if gpu is not None:
+            await gpu.take()
+            gpu.start()
+        measured, _ = await run_step(client, prompts, rate, settings, targets, stop, progress)
+        samples = await watch.take() if watch is not None else []
+        gpu_figures = await gpu.take() if gpu is not None else GpuFigures(note="no GPU page")
+    finally:
+        if watch is not None:
+            await watch.aclose()
+        if gpu is not None:
+            await gpu.stop()
+    return Step(measured, server_step(samples), meets_share(measured.good, measured.sent, targets.share), gpu_figures)

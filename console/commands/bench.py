@@ -65,6 +65,7 @@ seed = bounded(int, 0, 2**63 - 1, f"{2**63 - 1}", low_open=False)
 EVENT_KIND = "bench_run"
 IMPORT_KIND = "bench_import"
 THROUGHPUT_KIND = "bench_throughput"
+DIAGNOSE_KIND = "bench_diagnose"
 MAX_SOURCE = 200  # the plan loader's longest name
 SOURCE = "capcon bench"
 
@@ -129,6 +130,18 @@ def add_parser(sub):
         action="store_true",
         help="offline throughput mode: --min-requests requests at once (or --max-concurrency at a time), "
         "no latency target; reports the most output tokens/s (for deferrable batch work)",
+    )
+    parser.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="after the sweep, rerun the step at capacity with the concurrency capped (half, batch size) and the "
+        "lengths halved and doubled, and say which moves goodput: memory, compute, queueing or the scheduler",
+    )
+    parser.add_argument(
+        "--dcgm",
+        metavar="URL",
+        help="the replica's dcgm-exporter page (its GPUs' own counters) to read beside /metrics "
+        "(default: the page a simulated replica names; none for a real vLLM: the counters are unknown)",
     )
     parser.add_argument("--json", action="store_true", help="the report as JSON on stdout")
     parser.add_argument("--write-plan", action="store_true", help="write the capacity into --plan (comments kept)")
@@ -266,6 +279,8 @@ def run(args) -> int:
     if not args.target:
         raise UserError("--target URL is required; expected the replica's base URL, e.g. http://10.0.0.5:8000")
     if args.throughput:
+        if args.diagnose:
+            raise UserError("--diagnose with --throughput: the reruns are made at the capacity a sweep finds")
         return _throughput(args)
     plan, workload, targets = _targets(args)
     base_url = _base_url(args.target)
@@ -277,10 +292,14 @@ def run(args) -> int:
     history = None
     if not args.no_history:
         history = _open_history(args)
-    report, interrupted = asyncio.run(_bench(args, base_url, shown, prompts, targets, settings, prompts_text))
+    report, interrupted = asyncio.run(_bench(args, base_url, shown, prompts, targets, settings, prompts_text, plan))
     if history is not None:
         try:
-            history.write_event(report.started_at, EVENT_KIND, plan.name if plan else shown, shown, report.as_dict())
+            subject = plan.name if plan else shown
+            history.write_event(report.started_at, EVENT_KIND, subject, shown, report.as_dict())
+            if report.diagnose is not None:
+                # Beside the sweep's event: the reruns and what they concluded.
+                history.write_event(report.started_at, DIAGNOSE_KIND, subject, shown, report.diagnose.as_dict())
         finally:
             history.close()
     from console.bench.report import render
@@ -317,7 +336,7 @@ def _throughput(args) -> int:
     # No target can be missed: every finished request is "good", so the step's share is its completed share.
     targets = BenchTargets(ttft=math.inf, tpot=math.inf, share=0.0)
     started = time.time()
-    steps, model, interrupted = asyncio.run(_measure(args, base_url, shown, prompts, targets, settings, math.inf))
+    steps, model, interrupted, _ = asyncio.run(_measure(args, base_url, shown, prompts, targets, settings, math.inf))
     if not steps:
         raise UserError("--throughput: stopped before any request finished")
     report = ThroughputReport(
@@ -446,10 +465,35 @@ def _write_plan(args, report) -> None:
     print(f"capcon bench: wrote capacity {report.capacity:.4g} rps per replica into {args.plan}", file=sys.stderr)
 
 
-async def _measure(args, base_url: str, shown: str, prompts, targets, settings, fixed_rate, sweep=None):
-    """(steps, model, interrupted): the sweep, or one step at `fixed_rate`, with Ctrl+C stopping it cleanly."""
+async def _gpu_page(args, base_url: str) -> str | None:
+    """The replica's dcgm-exporter page: --dcgm, else the one a simulated replica names in /version, else None."""
+    import httpx
+
+    from console.bench.gpu_watch import sim_gpu_page
+    from console.targets import TARGET_EXPECTED, checked_url, masked_target
+
+    if args.dcgm:
+        try:
+            url = checked_url(args.dcgm)
+        except ValueError as problem:
+            raise UserError(f"--dcgm {masked_target(args.dcgm)!r}: {problem}; expected {TARGET_EXPECTED}") from None
+        return url if url.split("://", 1)[1].count("/") else url + "/metrics"
+    try:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(5.0)) as http:
+            response = await http.get(base_url + "/version")
+            return sim_gpu_page(response.json(), base_url) if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+async def _measure(
+    args, base_url: str, shown: str, prompts, targets, settings, fixed_rate, sweep=None, plan=None, diagnose=False
+):
+    """(steps, model, interrupted, diagnosis): the sweep, or one step at `fixed_rate`, with Ctrl+C stopping it
+    cleanly; with `diagnose`, the reruns at the capacity found (diagnosis None otherwise)."""
     import asyncio
 
+    from console.bench.gpu_watch import GpuWatch
     from console.bench.runner import run_sweep
     from console.bench.stream import SessionClient
     from console.bench.sweep import Sweep
@@ -457,6 +501,11 @@ async def _measure(args, base_url: str, shown: str, prompts, targets, settings, 
     models = await discover_model(base_url, shown)
     model = args.model or models[0]
     client = SessionClient(base_url, model, timeout=args.timeout)
+    page = await _gpu_page(args, base_url)
+    tensor_parallel = plan.replica.tensor_parallel if plan is not None else None
+    gpu = GpuWatch(page, base_url, tensor_parallel, args.scrape_every) if page else None
+    metrics_url = None if args.no_metrics else base_url + "/metrics"
+    sweep = sweep or Sweep(start=1.0)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     progress = ProgressLine(places=share_places(targets.share))
@@ -467,31 +516,62 @@ async def _measure(args, base_url: str, shown: str, prompts, targets, settings, 
         stop.set()
 
     loop.add_signal_handler(signal.SIGINT, on_signal)
+    diagnosis = None
     try:
-        steps = await run_sweep(
-            client,
-            prompts,
-            targets,
-            settings,
-            sweep or Sweep(start=1.0),
-            stop,
-            None if args.no_metrics else base_url + "/metrics",
-            progress=progress,
-            on_step=progress.step_done,
-            fixed_rate=fixed_rate,
-        )
+        async with client:
+            steps = await run_sweep(
+                client,
+                prompts,
+                targets,
+                settings,
+                sweep,
+                stop,
+                metrics_url,
+                progress=progress,
+                on_step=progress.step_done,
+                fixed_rate=fixed_rate,
+                gpu=gpu,
+                keep_open=True,
+            )
+            capacity = sweep.capacity if fixed_rate is None else (fixed_rate if steps and steps[0].holds else None)
+            if diagnose and capacity is not None and not stop.is_set():
+                diagnosis = await _diagnose(client, prompts, capacity, settings, targets, stop, metrics_url, gpu, plan)
+            elif diagnose:
+                why = "stopped" if stop.is_set() else "no rate held the goodput share"
+                print(f"capcon bench: --diagnose: no reruns ({why})", file=sys.stderr)
     finally:
         loop.remove_signal_handler(signal.SIGINT)
-    return steps, printable(model), stop.is_set()
+        if gpu is not None:
+            await gpu.aclose()
+    return steps, printable(model), stop.is_set(), diagnosis
 
 
-async def _bench(args, base_url: str, shown: str, prompts, targets, settings, prompts_text: str = ""):
+async def _diagnose(client, prompts, capacity, settings, targets, stop, metrics_url, gpu, plan):
+    """The reruns at capacity (console/bench/rerun.py), each announced on stderr as it ends."""
+    from console.bench.rerun import run_diagnosis
+
+    def on_rerun(row) -> None:
+        share = "-" if row.goodput_share is None else f"{row.goodput_share:.0%}"
+        print(f"rerun {row.what}: {row.sent:,} requests, goodput {share}", file=sys.stderr, flush=True)
+
+    print(
+        f"capcon bench: --diagnose: rerunning the step at {capacity:,.2f} rps with controlled changes", file=sys.stderr
+    )
+    batch_size = plan.replica.max_num_seqs if plan is not None else None
+    return await run_diagnosis(
+        client, list(prompts), capacity, settings, targets, stop, metrics_url, gpu, batch_size, on_rerun=on_rerun
+    )
+
+
+async def _bench(args, base_url: str, shown: str, prompts, targets, settings, prompts_text: str = "", plan=None):
     from console.bench.report import BenchReport, summary
     from console.bench.sweep import Sweep
 
     sweep = Sweep(start=args.start_rate, factor=args.factor, precision=args.precision)
     started = time.time()
-    steps, model, interrupted = await _measure(args, base_url, shown, prompts, targets, settings, args.rate, sweep)
+    steps, model, interrupted, diagnosis = await _measure(
+        args, base_url, shown, prompts, targets, settings, args.rate, sweep, plan, args.diagnose
+    )
     capacity = sweep.capacity if args.rate is None else (args.rate if steps and steps[0].holds else None)
     report = BenchReport(
         target=shown,
@@ -513,5 +593,6 @@ async def _bench(args, base_url: str, shown: str, prompts, targets, settings, pr
             "fixed_rate": args.rate,
         },
         prompts=prompts_text,
+        diagnose=diagnosis,
     )
     return report, interrupted

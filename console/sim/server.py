@@ -27,6 +27,8 @@ from aiohttp import web
 
 from console.sim.engine import Engine, SimRequest
 from console.sim.faults import DEFAULT_SLOW_FACTOR, GARBAGE_PAGE, METRICS_FAULTS, check_kind
+from console.sim.gpu import CONTENT_TYPE as GPU_CONTENT_TYPE
+from console.sim.gpu import GpuWindow, render_page
 from console.sim.metrics import VLLM_VERSION, VllmMetrics
 from console.sim.shape import ReplicaShape
 from console.sim.traffic import LengthSampler, Target
@@ -68,6 +70,26 @@ MAX_WAITING = 1024
 
 class BadRequest(Exception):
     pass
+
+
+def _no_work(now: float) -> tuple[float, float, float]:
+    return (0.0, 0.0, 0.0)
+
+
+async def _listen(app: web.Application, port: int) -> tuple[web.AppRunner, int]:
+    """Serve `app` on HOST:port (0: a free port); the runner and the port it got."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
+    await runner.setup()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((HOST, port))
+    except OSError as error:
+        sock.close()
+        await runner.cleanup()
+        raise OSError(f"cannot listen on {HOST}:{port}: {error.strerror}") from error
+    await web.SockSite(runner, sock).start()
+    return runner, sock.getsockname()[1]
 
 
 def _error(message: str, status: int = 400) -> web.Response:
@@ -112,6 +134,8 @@ class ReplicaServer(Target):
         answer_sampler: LengthSampler | None = None,
         kv_dtype: str = "auto",
         clock: Callable[[], float] | None = None,
+        gpu_port: int | None = None,
+        gpu_name: str = "simulated GPU",
     ):
         self.shape = shape
         self.index = index
@@ -134,12 +158,24 @@ class ReplicaServer(Target):
         self._unhang = asyncio.Event()
         self._waiters: set[asyncio.Event] = set()
         self._ids = 0
+        # The replica's GPUs as dcgm-exporter shows them, on a port of their own (None: not served). Like the
+        # real exporter, a process of its own: it keeps answering while the replica is down or restarting.
+        self.gpu_port = gpu_port
+        self.gpu_name = gpu_name
+        self.gpu_window = GpuWindow(shape)
+        self._seed = seed
+        self._gpu_runner: web.AppRunner | None = None
 
     # ---- life cycle ----
 
     @property
     def url(self) -> str:
         return f"http://{HOST}:{self.port}"
+
+    @property
+    def gpu_url(self) -> str | None:
+        """The replica's dcgm-exporter page, once served."""
+        return f"http://{HOST}:{self.gpu_port}/metrics" if self._gpu_runner is not None else None
 
     def now(self) -> float:
         return self._clock() if self._clock else asyncio.get_running_loop().time()
@@ -160,21 +196,20 @@ class ReplicaServer(Target):
         app.router.add_get("/version", self._version)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/metrics/", self._metrics)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
-        await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((HOST, self.port))
-        except OSError as error:
-            sock.close()
-            await self._runner.cleanup()
-            raise OSError(f"cannot listen on {HOST}:{self.port}: {error.strerror}") from error
-        self.port = sock.getsockname()[1]
-        await web.SockSite(self._runner, sock).start()
+        self._runner, self.port = await _listen(app, self.port)
+        if self.gpu_port is not None and self._gpu_runner is None:
+            gpu_app = web.Application()
+            gpu_app.router.add_get("/metrics", self._gpu_metrics)
+            self._gpu_runner, self.gpu_port = await _listen(gpu_app, self.gpu_port)
         self._unhang.clear()
         self._pump = asyncio.create_task(self._run_pump(), name=f"sim-replica-{self.index}-pump")
         self.down = False
+
+    async def stop_gpu_page(self) -> None:
+        """Stop serving the GPU page (the fleet closing; `stop` alone leaves it up, as a dead vLLM leaves dcgm-exporter)."""
+        if self._gpu_runner is not None:
+            await self._gpu_runner.cleanup()
+            self._gpu_runner = None
 
     def halt(self) -> None:
         """At once, without waiting: no more engine steps, every waiting client woken (then `stop`)."""
@@ -482,7 +517,11 @@ class ReplicaServer(Target):
         return web.Response(status=200)
 
     async def _version(self, http: web.Request) -> web.Response:
-        return web.json_response({"version": VLLM_VERSION})
+        body: dict = {"version": VLLM_VERSION}
+        if self.gpu_url is not None:
+            # Where this replica's GPU page is, for `capcon bench --diagnose` (a real vLLM says nothing here).
+            body["capcon_sim"] = {"gpu_page": self.gpu_url}
+        return web.json_response(body)
 
     async def _metrics(self, http: web.Request) -> web.Response:
         fault = self.metrics_fault
@@ -500,6 +539,17 @@ class ReplicaServer(Target):
         self._catch_up()  # the pump may be between ticks: show the state as of this scrape
         text = self.metrics.render(self.engine)
         return web.Response(body=text.encode(), headers={"Content-Type": METRICS_CONTENT_TYPE})
+
+    def gpu_page(self) -> str:
+        """The dcgm-exporter page of this replica's GPUs as of now."""
+        engine = self.engine
+        if engine is not None and not self.down:
+            self._catch_up()
+        shares = self.gpu_window.shares(self.now(), engine.gpu_work if engine else _no_work, engine)
+        return render_page(self.shape, self.index, shares, self.gpu_name, self._seed)
+
+    async def _gpu_metrics(self, http: web.Request) -> web.Response:
+        return web.Response(body=self.gpu_page().encode(), headers={"Content-Type": GPU_CONTENT_TYPE})
 
     def snapshot(self) -> dict:
         """Ground truth for tests and the demo's status line."""
