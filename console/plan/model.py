@@ -168,6 +168,7 @@ class FleetSource:
     prometheus_url: str | None = None
     selector: str = ""  # PromQL label matchers, e.g. 'job="vllm"'
     gateways: tuple[GatewayAddress, ...] = ()  # capcon gateways in front of it (switched when admin_url is set)
+    dcgm_targets: tuple[str, ...] = ()  # dcgm-exporter pages of the fleet's GPUs (their own counters)
 
 
 @dataclass(frozen=True)

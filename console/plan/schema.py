@@ -581,22 +581,32 @@ def _target(f: _Field) -> str:
 
 
 def _fleet(f: _Field) -> FleetSource:
-    s = f.mapping((), ("targets", "prometheus_url", "selector", "gateways"))
+    s = f.mapping((), ("targets", "prometheus_url", "selector", "gateways", "dcgm_targets"))
     if ("targets" in s) == ("prometheus_url" in s):
         raise f.fail("needs exactly one source", "targets (a list of URLs) or prometheus_url")
     if "selector" in s and "prometheus_url" not in s:
         raise s["selector"].fail("selector without prometheus_url", "selector only with prometheus_url")
     gateways = _gateways(s["gateways"]) if "gateways" in s else ()
+    dcgm = _dcgm_targets(s["dcgm_targets"]) if "dcgm_targets" in s else ()
     if "targets" in s:
         items = s["targets"].sequence(what="a list of URLs")
         if not items:
             raise s["targets"].fail("an empty list", "at least one URL")
-        return FleetSource(targets=tuple(_target(item) for item in items), gateways=gateways)
+        return FleetSource(targets=tuple(_target(item) for item in items), gateways=gateways, dcgm_targets=dcgm)
     return FleetSource(
         prometheus_url=_url(s["prometheus_url"]),
         selector=s["selector"].text() if "selector" in s else "",
         gateways=gateways,
+        dcgm_targets=dcgm,
     )
+
+
+def _dcgm_targets(f: _Field) -> tuple[str, ...]:
+    """dcgm-exporter pages (host:port or URLs, e.g. each GPU node's :9400), checked as replica targets are."""
+    items = f.sequence(what="a list of dcgm-exporter URLs")
+    if not items:
+        raise f.fail("an empty list", "at least one dcgm-exporter URL (or no dcgm_targets key)")
+    return tuple(_target(item) for item in items)
 
 
 MAX_GATEWAYS = 64
