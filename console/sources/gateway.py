@@ -9,6 +9,7 @@ given as a gateway, say) is a bad payload that says so.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -138,7 +139,7 @@ class GatewaySource(ScrapeSource):
 
     name = "gateway"
 
-    def read_page(self, target: Target, route, body: bytes, now: float) -> TargetResult:
+    def read_page(self, target: Target, route: Hashable, body: bytes, now: float) -> TargetResult:
         text = body.decode("utf-8", errors="replace")
         try:
             sample = read_gateway_page(text, now)

@@ -44,7 +44,7 @@ import math
 import ssl
 import threading
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 import httpx
@@ -247,7 +247,12 @@ class PrometheusSource:
             async with asyncio.timeout(self.timeout):
                 if self._client is not None:
                     result: object = await asyncio.to_thread(
-                        self._client.custom_query, query, params={"time": f"{now:.3f}"}, timeout=self.timeout
+                        self._client.custom_query,
+                        query,
+                        params={"time": f"{now:.3f}"},
+                        # prometheus-api-client annotates `timeout` as int; it hands it to requests, which takes
+                        # seconds as a float.
+                        timeout=self.timeout,  # type: ignore[arg-type]
                     )
                 else:
                     body = await self._read(self._session(), query, now, _Budget(self.max_answer_bytes))
@@ -263,14 +268,16 @@ class PrometheusSource:
 
     # --- reading ---------------------------------------------------------------------------
 
-    async def _answers(self, queries: Mapping[str, str], now: float, budget: _Budget) -> dict[str, Any]:
+    async def _answers(self, queries: Mapping[str, str], now: float, budget: _Budget) -> dict[str, object]:
         """Each query's answer by purpose: raw bytes (read here) or a client's result list."""
         self.last_queries = len(queries)
+        calls: dict[str, Awaitable[object]]
         if self._client is not None:
             client = self._client
             params = {"time": f"{now:.3f}"}
             calls = {
-                p: asyncio.to_thread(client.custom_query, q, params=params, timeout=self.timeout)
+                # prometheus-api-client annotates `timeout` as int; requests takes seconds as a float.
+                p: asyncio.to_thread(client.custom_query, q, params=params, timeout=self.timeout)  # type: ignore[arg-type]
                 for p, q in queries.items()
             }
         else:
@@ -281,8 +288,8 @@ class PrometheusSource:
             # The first failure ends the refresh: the other reads stop at once (their connections close).
             done, _pending = await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_EXCEPTION)
             for task in tasks.values():
-                if task in done and task.exception() is not None:
-                    raise task.exception()
+                if task in done and (error := task.exception()) is not None:
+                    raise error
             return {purpose: task.result() for purpose, task in tasks.items()}
         finally:
             for task in tasks.values():
@@ -306,11 +313,14 @@ class PrometheusSource:
 
     async def _read(self, http: httpx.AsyncClient, query: str, now: float, budget: _Budget) -> bytes:
         # The base URL's own query (?api_key=... for a hosted Prometheus) is kept beside the query's.
+        endpoint = self._endpoint
+        if endpoint is None:  # the base URL was not usable: the callers said so before reading
+            raise AnswerError(self._bad_url)
         fields = {"query": query, "time": f"{now:.3f}"}
         if len(query) > MAX_GET_QUERY_CHARS:  # a long instance list: in the body, past proxies' URL limits
-            request = http.build_request("POST", self._endpoint, data=fields)
+            request = http.build_request("POST", endpoint, data=fields)
         else:
-            request = http.build_request("GET", self._endpoint, params=self._endpoint.params.merge(fields))
+            request = http.build_request("GET", endpoint, params=endpoint.params.merge(fields))
         response = await http.send(request, stream=True)
         try:
             body = await _body(response, budget)
@@ -322,7 +332,7 @@ class PrometheusSource:
 
     # --- parsing (in a worker thread) -------------------------------------------------------
 
-    def _checked(self, answers: Mapping[str, Any], stop: threading.Event) -> dict[str, list[Row]]:
+    def _checked(self, answers: Mapping[str, object], stop: threading.Event) -> dict[str, list[Row]]:
         """Each answer's rows, shape checked (in a worker thread); stops between answers once given up."""
         checked: dict[str, list[Row]] = {}
         with _collector_paused():
@@ -335,7 +345,7 @@ class PrometheusSource:
             raise _Abandoned()
         return checked
 
-    def _figures(self, answers: Mapping[str, Any], now: float, stop: threading.Event) -> FleetFigures:
+    def _figures(self, answers: Mapping[str, object], now: float, stop: threading.Event) -> FleetFigures:
         return _figures_from_rows(self._checked(answers, stop), self.window_seconds, now)
 
     def _redact(self, text: str) -> str:
@@ -399,8 +409,9 @@ def _error_text(body: bytes) -> str | None:
     return str(payload["error"])[:300]
 
 
-def _result(purpose: str, body: bytes) -> list:
-    """The `data.result` list of a successful instant-vector answer; AnswerError otherwise."""
+def _result(purpose: str, body: bytes | bytearray) -> object:
+    """The `data.result` of a successful instant-vector answer (its shape checked by `_rows`); AnswerError
+    otherwise."""
     try:
         payload = json.loads(body)
     except (ValueError, RecursionError) as error:
@@ -578,13 +589,13 @@ def _ratio(part: float | None, whole: float | None) -> float | None:
     return ratio if math.isfinite(ratio) else None
 
 
-def _sum(values) -> float | None:
+def _sum(values: Iterable[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     total = sum(known) if known else None
     return total if total is None or math.isfinite(total) else None
 
 
-def _max(values) -> float | None:
+def _max(values: Iterable[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return max(known) if known else None
 
@@ -766,7 +777,7 @@ def _state(up: float | None, age: float | None, window_seconds: float, reset: bo
     if age is not None and age > max(window_seconds, 60.0):
         return ReplicaState.STALE, f"Prometheus last scraped this target {age:.0f} s ago"
     if reset:
-        return "restarted", "a counter went down inside the window: the replica restarted"
+        return ReplicaState.RESTARTED, "a counter went down inside the window: the replica restarted"
     return ReplicaState.UP, ""
 
 

@@ -19,10 +19,13 @@ import asyncio
 import base64
 import os
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterable, Callable, Hashable, Sequence
 from dataclasses import replace
 from http import HTTPStatus
-from urllib.request import getproxies, proxy_bypass_environment
+from typing import TYPE_CHECKING
+
+# proxy_bypass_environment is urllib's own NO_PROXY rule (what httpx follows); typeshed's stubs leave it out.
+from urllib.request import getproxies, proxy_bypass_environment  # type: ignore[attr-defined]
 
 import httpcore
 import httpx
@@ -34,6 +37,11 @@ from console.metrics.vllm import FAMILIES, cut_short, doubt_note, sample_from_pa
 from console.redact import redact, redact_url, url_secrets
 from console.sources.asyncio_network import AsyncioBackend
 from console.targets import Target, TargetResult, shown_targets
+
+if TYPE_CHECKING:
+    import ssl
+
+    from console.metrics.vllm import ReplicaSample
 
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # a real vLLM page is ~50 KB; LoRA-heavy ones a few hundred KB
 ACCEPT = "text/plain;version=0.0.4;q=1.0, */*;q=0.1"
@@ -95,7 +103,11 @@ class _Route:
     """
 
     def __init__(
-        self, request: httpcore.Request, tls, backend, proxy_pool: Callable[[], httpcore.AsyncHTTPProxy] | None
+        self,
+        request: httpcore.Request,
+        tls: ssl.SSLContext,
+        backend: httpcore.AsyncNetworkBackend,
+        proxy_pool: Callable[[], httpcore.AsyncHTTPProxy] | None,
     ) -> None:
         self.request = request
         self._tls = tls
@@ -175,7 +187,9 @@ def _basic_auth(url: httpx.URL) -> tuple[bytes, bytes] | None:
     return (b"Authorization", b"Basic " + base64.b64encode(credentials))
 
 
-def _route(target_url: str, headers: list[tuple[bytes, bytes]], tls, backend) -> _Route:
+def _route(
+    target_url: str, headers: list[tuple[bytes, bytes]], tls: ssl.SSLContext, backend: httpcore.AsyncNetworkBackend
+) -> _Route:
     try:
         url = httpx.URL(target_url)
     except httpx.InvalidURL as error:
@@ -242,7 +256,7 @@ class ScrapeSource:
         self._secrets = [tuple(url_secrets(target.url)) + ((token,) if token else ()) for target in targets]
         self._lock = asyncio.Lock()
         # Per route: (its last good sample, the smaller shape seen since, how many times in a row).
-        self._last_pages: dict = {}
+        self._last_pages: dict[Hashable, tuple[ReplicaSample | None, tuple[tuple[str, int], ...] | None, int]] = {}
 
     async def fetch(self, now: float) -> list[TargetResult]:
         """One scrape of every target, concurrently; `now` stamps the samples.
@@ -297,7 +311,7 @@ class ScrapeSource:
             return failed(ReplicaState.DOWN, f"{type(error).__name__}: {_reason(error)}")
         return self.read_page(target, route, body, now)
 
-    def read_page(self, target: Target, route, body: bytes, now: float) -> TargetResult:
+    def read_page(self, target: Target, route: Hashable, body: bytes, now: float) -> TargetResult:
         """The result of one page of `target` (`route` keys what is remembered of its last good page).
 
         A page is read whole or not at all: one cut short (at any byte, even with an honest
@@ -328,7 +342,7 @@ class ScrapeSource:
         ]
         return TargetResult(target.name, target.url, ReplicaState.UP, sample, "; ".join(w for w in warnings if w), now)
 
-    def _cut_at_a_line_end(self, route, sample) -> str:
+    def _cut_at_a_line_end(self, route: Hashable, sample: ReplicaSample) -> str:
         """Why this page of the target looks cut at a line end (fewer series than its process served); "".
 
         A smaller page that repeats SHORT_PAGES_ACCEPTED times in a row is the replica's new shape, not a cut.
@@ -395,7 +409,7 @@ class ScrapeSource:
             raise _BadEncoding(f"unsupported Content-Encoding {encoding.decode('latin-1')!r}")
         chunks = []
         size = 0
-        async for chunk in response.stream:
+        async for chunk in _chunks(response):
             size += len(chunk)
             if size > self.max_bytes:
                 raise PageTooLarge()
@@ -407,7 +421,7 @@ class ScrapeSource:
         chunks = []
         size = 0
         try:
-            async for chunk in response.stream:
+            async for chunk in _chunks(response):
                 # Never inflate more than the cap allows: a small gzip body can expand a thousandfold.
                 out = inflate.decompress(chunk, self.max_bytes - size + 1)
                 size += len(out)
@@ -424,3 +438,11 @@ class ScrapeSource:
 def _reason(error: Exception) -> str:
     text = str(error).strip()
     return text or type(error).__name__
+
+
+def _chunks(response: httpcore.Response) -> AsyncIterable[bytes]:
+    """The body of an answer from httpcore's async pool (typed as either kind of stream: always this one)."""
+    stream = response.stream
+    if not isinstance(stream, AsyncIterable):
+        raise TypeError("httpcore answered with a synchronous stream on an asynchronous connection")
+    return stream

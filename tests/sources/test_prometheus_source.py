@@ -9,6 +9,7 @@ import socket
 import pytest
 from aiohttp import web
 
+from console.metrics.figures import ReplicaState
 from console.sources import promql
 from console.sources.prometheus import PrometheusSource, figures_from_answers
 
@@ -173,7 +174,7 @@ def test_replica_states_from_up_timestamps_and_resets():
     assert states[A] == ("up", "")
     assert states[B][0] == "down" and "up == 0" in states[B][1]
     assert states["10.0.0.3:8000"][0] == "stale" and "600 s ago" in states["10.0.0.3:8000"][1]
-    assert states["10.0.0.4:8000"][0] == "restarted"
+    assert states["10.0.0.4:8000"][0] is ReplicaState.RESTARTED  # the state itself, as the scrape gives it
     assert figures.fleet.error == "1 of 4 replicas not answering"
     assert figures.fleet.waiting == 3 + 5 + 6  # the down replica's gauges are left out
 
