@@ -491,7 +491,7 @@ def build_config(args):
 
 def _discovery_source(plan_path: str, url: str, selector: str) -> tuple[str, str]:
     """The plan's Prometheus URL and selector, checked; the replicas are asked of it at run time."""
-    from console.sources.promql import selector_matchers
+    from console.metrics.promql import selector_matchers
     from console.targets import checked_url, masked_target
 
     try:

@@ -1,7 +1,7 @@
 """What a gateway is started with: addresses, the plan's policy, limits, the hosted endpoint.
 
-`policy_from_plan` turns a plan's `overflow` section into the policy the gateway
-returns to when a switch expires; `base_url` and `host_port` check addresses by
+`policy_from_plan` (console.overflow.policy's) turns a plan's `overflow` section into the policy the
+gateway returns to when a switch expires; `base_url` and `host_port` check addresses by
 the same rule as `--target` elsewhere in capcon.
 """
 
@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from console.gateway.bounded_json import DEFAULT_MAX_RESPONSE_BYTES
 from console.gateway.connections import DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT
-from console.overflow.policy import Policy
+from console.overflow.policy import Policy, policy_from_plan  # the one policy_from_plan, named here too
 from console.targets import TARGET_EXPECTED, masked_target, target_metrics_url
 
 DEFAULT_LISTEN = ("127.0.0.1", 8080)
@@ -63,24 +63,6 @@ class GatewayConfig:
     discover_every: float = 15.0
     discovery_timeout: float = 5.0
     history: object | None = None  # a history.SwitchHistory, or None
-
-
-def policy_from_plan(plan, replicas: int, instances: int = 1, set_at: float = 0.0) -> Policy:
-    """The plan's overflow section as a policy for one of `instances` gateways in front of `replicas` replicas.
-
-    The plan's `max_queue` is per replica (console/plan/model.py), so the gateway's bound is that
-    times the replicas it fronts, shared out between the gateways behind the load balancer.
-    """
-    overflow = plan.overflow
-    return Policy(
-        mode=overflow.mode,
-        max_queue=max(1, math.ceil(overflow.max_queue * replicas / instances)),
-        max_wait_seconds=float(overflow.max_wait_seconds),
-        hosted_allowed=bool(plan.data.prompts_may_leave),
-        actor="plan",
-        reason=f"the plan's overflow section ({plan.source_path or plan.name})",
-        set_at=set_at,
-    )
 
 
 def planned_cap_from_plan(plan, instances: int = 1) -> int:

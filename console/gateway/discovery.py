@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 
 from console.gateway.config import MAX_TARGETS, base_url
+from console.metrics import promql
 from console.redact import redact
-from console.sources import promql
 from console.sources.prometheus import PrometheusSource, QueryError
 from console.text import printable
 
