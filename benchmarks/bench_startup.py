@@ -10,8 +10,9 @@ status --help`, and `capcon overflow status` against a loopback port that refuse
 runbook's read: start-up, one refused connection, the answer printed).
 
 The commands run what `capcon` runs (console.cli.main) through `python -c`, so that `--source DIR`
-can time another checkout of the same code (e.g. `git archive HEAD~3 | tar -x -C /tmp/before`)
-on the same machine in the same run: DIR goes first on PYTHONPATH.
+can time another checkout of the same code (e.g. `git archive HEAD~3 console | tar -x -C /tmp/before`)
+on the same machine: the commands run in DIR, which `python -c` puts first on sys.path (ahead of the
+editable install's finder).
 """
 
 from __future__ import annotations
@@ -30,16 +31,16 @@ LAUNCH = "import re, sys\nfrom console.cli import main\nsys.exit(main())"
 TOKEN_VARIABLE = "CAPCON_BENCH_ADMIN_TOKEN"
 
 
-def child_cpu_seconds(argv: list[str], env: dict[str, str]) -> float:
-    """User + system CPU seconds of one run of `argv` (its output thrown away)."""
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
+def child_cpu_seconds(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    """User + system CPU seconds of one run of `argv` in `cwd` (its output thrown away)."""
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
     return usage.ru_utime + usage.ru_stime
 
 
-def median_cpu(argv: list[str], env: dict[str, str], runs: int) -> float:
-    return statistics.median(child_cpu_seconds(argv, env) for _ in range(runs))
+def median_cpu(argv: list[str], env: dict[str, str], cwd: Path, runs: int) -> float:
+    return statistics.median(child_cpu_seconds(argv, env, cwd) for _ in range(runs))
 
 
 def refusing_address() -> str:
@@ -72,22 +73,23 @@ def main() -> int:
         parser.error("--runs: expected at least 1")
     env = dict(os.environ, **{TOKEN_VARIABLE: "bench-token-" + "x" * 32})
     source = (args.source or REPO).resolve()
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH", "")]))
-    verbs_code = "from console.cli import VERBS; print(' '.join(VERBS))"
-    verbs = tuple(
-        subprocess.run([sys.executable, "-c", verbs_code], env=env, capture_output=True, text=True).stdout.split()
-    )
-    if not verbs:
-        print(f"bench_startup: cannot import console.cli from {source}", file=sys.stderr)
+    where = "import console.cli; print(console.cli.__file__); print(' '.join(console.cli.VERBS))"
+    answer = subprocess.run([sys.executable, "-c", where], env=env, cwd=source, capture_output=True, text=True)
+    lines = answer.stdout.splitlines()
+    if len(lines) != 2 or not Path(lines[0]).resolve().is_relative_to(source):
+        print(
+            f"bench_startup: console.cli does not come from {source}: {answer.stdout or answer.stderr}", file=sys.stderr
+        )
         return 2
+    verbs = tuple(lines[1].split())
 
-    baseline = median_cpu([sys.executable, "-c", "pass"], env, args.runs)
+    baseline = median_cpu([sys.executable, "-c", "pass"], env, source, args.runs)
     print(f"source: {source}")
     print(f"baseline `python -c pass`: {baseline * 1000:.1f} ms CPU (median of {args.runs})")
     print(f"{'command':<28} {'CPU ms':>8} {'x pass':>8} {'over pass ms':>13}")
     figures = []
     for label, words in commands(verbs):
-        seconds = median_cpu([sys.executable, "-c", LAUNCH, *words], env, args.runs)
+        seconds = median_cpu([sys.executable, "-c", LAUNCH, *words], env, source, args.runs)
         figures.append(seconds)
         print(
             f"capcon {label:<21} {seconds * 1000:>8.1f} {seconds / baseline:>8.1f} {(seconds - baseline) * 1000:>13.1f}"
