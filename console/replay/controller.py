@@ -268,7 +268,7 @@ def first_view(
     start: float | None = None,
     end: float | None = None,
     estimate: CapacityEstimator | None = None,
-):
+) -> tuple[ReplayController, Frame]:
     """Open a replay and compute its first frame, as `capcon replay` does before drawing: (controller, frame).
 
     What benchmarks time as "time to open a replay" (file open, poll index, warm-up, first views). `estimate`

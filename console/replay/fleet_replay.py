@@ -25,6 +25,7 @@ replay from the start shows. A chain from a checkpoint shows exactly that too.
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_left
 from dataclasses import dataclass
 
@@ -68,7 +69,9 @@ class Keyframe:
 class FleetReplay:
     """Where one fleet's replay stands: the last poll fed (`position`) and the view it gave."""
 
-    def __init__(self, recorded: RecordedFleet, warmup_seconds: float = WARMUP_SECONDS, stopping=None) -> None:
+    def __init__(
+        self, recorded: RecordedFleet, warmup_seconds: float = WARMUP_SECONDS, stopping: threading.Event | None = None
+    ) -> None:
         self.recorded = recorded
         self.stopping = stopping  # a threading.Event: set when the console closes
         self.warmup_seconds = warmup_seconds
@@ -105,7 +108,7 @@ class FleetReplay:
                 return self.go_to(index)
         elif isinstance(origin, Keyframe):
             self._load(origin)
-        elif origin != self.position:
+        elif isinstance(origin, int) and origin != self.position:  # (None only for a move to where it stands)
             self._reset(origin - 1)  # a new chain: nothing remembered before `origin`
         return self._feed(index)
 
@@ -212,11 +215,10 @@ class FleetReplay:
                     RecordedSource(poll.source), poll.window_seconds, interval_seconds=interval
                 )
             figures = watcher.replay(poll.results or (), poll.watched_at)
-        plan = self.recorded.plan(poll.plan_id)
-        known = plan is not None and poll.plan_clock is not None
-        expected = plan_now(plan, poll.plan_clock) if known else None
+        plan, clock = self.recorded.plan(poll.plan_id), poll.plan_clock
+        expected = plan_now(plan, clock) if plan is not None and clock is not None else None
         # The plan's next half hour, as the live feed hands it to the forecast: the same flags on replay.
-        profile = plan_profile(plan, poll.plan_clock) if known else None
+        profile = plan_profile(plan, clock) if plan is not None and clock is not None else None
         self.view = advance(self.view, self.recorded.name, figures, expected, poll.at, profile=profile)
         self.position += 1
         self.poll = RecordedPoll(

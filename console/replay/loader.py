@@ -31,7 +31,7 @@ from console.store.database import Store, reading_errors
 # What the recorder writes when a console or `capcon record` starts and stops.
 from console.store.recorder import STARTED as RECORDING_STARTED
 from console.store.recorder import STOPPED as RECORDING_STOPPED
-from console.store.records import Event, RecordedPoll
+from console.store.records import Event, PlanVersion, RecordedPoll
 from console.when import format_when
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ class RecordedFleet:
         return self.plan(poll.plan_id)
 
 
-def _parse(version, estimate: CapacityEstimator | None) -> Plan | None:
+def _parse(version: PlanVersion, estimate: CapacityEstimator | None) -> Plan | None:
     # The YAML reader only when a plan was recorded; one recorded without a capacity is estimated as live.
     from console.plan.schema import parse_plan  # noqa: PLC0415
 
@@ -286,7 +286,11 @@ def _index(
             continue
         fleets.append(fleet)
     if not fleets:
-        spans = "; ".join(f"{i.name} {shown_time(i.first_at)} to {shown_time(i.last_at)}" for i in recorded)
+        spans = "; ".join(
+            f"{i.name} {shown_time(i.first_at)} to {shown_time(i.last_at)}"
+            for i in recorded
+            if i.first_at is not None and i.last_at is not None  # always: `recorded` holds fleets with polls
+        )
         raise UserError(
             f"{shown}: no polls between {_bound(start, 'the start')} and {_bound(end, 'the end')}; recorded: {spans}"
         )

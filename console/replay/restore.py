@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import cast
 
+from console.fleet.flags import FlagState
+from console.fleet.trends import Trends
 from console.fleet.view import FleetView
 from console.live.watcher import Watcher, WatcherMemory
 from console.metrics.vllm import ReplicaSample, vet_sample
@@ -22,7 +24,7 @@ class Carried:
     A restored chain feeds the poll after the checkpoint at once: this never reaches the screen.
     """
 
-    def __init__(self, trends, flag_state) -> None:
+    def __init__(self, trends: Trends, flag_state: FlagState) -> None:
         self.trends = trends
         self.flag_state = flag_state
 
