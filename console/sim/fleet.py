@@ -18,11 +18,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from console.fleet.gpus import ReplicaAddress
 from console.plan.model import Plan
 from console.sim.faults import DEFAULT_SLOW_FACTOR, check_kind
-from console.sim.server import ReplicaServer
+from console.sim.gpu import NAMESPACE, pod_name
+from console.sim.server import HOST, ReplicaServer
 from console.sim.shape import ReplicaShape, replica_shape
 from console.sim.traffic import HttpTarget, LengthSampler, Target, TrafficGenerator, week_label
+from console.targets import target_name
 
 TRAFFIC_MODES = ("inprocess", "http", "off")
 # A simulated day lasts five minutes by default.
@@ -41,6 +44,7 @@ class SimFleet:
         traffic: str = "inprocess",
         burstiness: float | None = None,
         start_week_seconds: float = 7 * 3600.0,
+        gpu_pages: bool = True,
     ):
         if replicas < 1:
             raise ValueError(f"a fleet needs at least one replica, got {replicas}")
@@ -64,6 +68,9 @@ class SimFleet:
                 seed=seed * 1000 + i,
                 answer_sampler=answers,
                 kv_dtype=kv_dtype,
+                # Each replica's GPUs on a dcgm-exporter page of their own: after the replicas' ports when given.
+                gpu_port=((base_port + replicas + i) if base_port else 0) if gpu_pages else None,
+                gpu_name=plan.gpu.name,
             )
             for i in range(replicas)
         ]
@@ -85,6 +92,21 @@ class SimFleet:
     def urls(self) -> list[str]:
         """Base URLs of the replicas (scrape targets take `<url>/metrics`)."""
         return [replica.url for replica in self.replicas]
+
+    @property
+    def gpu_urls(self) -> list[str | None]:
+        """Each replica's dcgm-exporter page (its GPUs' own counters), in replica order; None where not served."""
+        return [replica.gpu_url for replica in self.replicas]
+
+    def replica_addresses(self) -> list[ReplicaAddress]:
+        """The replicas as the GPU pairing takes them: each with the pod its GPU page names (`capcon-sim-N`).
+
+        All replicas share 127.0.0.1, so pairing by host cannot tell them apart; the pod label can.
+        """
+        return [
+            ReplicaAddress(target_name(replica.url), HOST, pod=pod_name(replica.index), namespace=NAMESPACE)
+            for replica in self.replicas
+        ]
 
     @property
     def metrics_urls(self) -> list[str]:
@@ -155,6 +177,7 @@ class SimFleet:
             replica.halt()
         await self.stop_traffic()
         await asyncio.gather(*(replica.stop() for replica in self.replicas))
+        await asyncio.gather(*(replica.stop_gpu_page() for replica in self.replicas))
 
     async def stop_traffic(self) -> None:
         """Send nothing more, and give up what is in flight (a gateway in front sees its clients leave)."""

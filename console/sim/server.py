@@ -28,7 +28,8 @@ from aiohttp import web
 from console.sim.engine import Engine, SimRequest
 from console.sim.faults import DEFAULT_SLOW_FACTOR, GARBAGE_PAGE, METRICS_FAULTS, check_kind
 from console.sim.gpu import CONTENT_TYPE as GPU_CONTENT_TYPE
-from console.sim.gpu import GpuWindow, render_page
+from console.sim.gpu import NAMESPACE as GPU_NAMESPACE
+from console.sim.gpu import GpuWindow, pod_name, render_page
 from console.sim.metrics import VLLM_VERSION, VllmMetrics
 from console.sim.shape import ReplicaShape
 from console.sim.traffic import LengthSampler, Target
@@ -188,6 +189,7 @@ class ReplicaServer(Target):
         self.engine = Engine(self.shape, observer=self.metrics)
         self.engine.clock = self.now()
         self.engine.slowdown = self.slow_factor
+        self.gpu_window.shares(self.engine.clock, self.engine.gpu_work, self.engine)  # the GPU counters start here
         app = web.Application()
         app.router.add_post("/v1/completions", self._completions)
         app.router.add_post("/v1/chat/completions", self._chat)
@@ -520,7 +522,8 @@ class ReplicaServer(Target):
         body: dict = {"version": VLLM_VERSION}
         if self.gpu_url is not None:
             # Where this replica's GPU page is, for `capcon bench --diagnose` (a real vLLM says nothing here).
-            body["capcon_sim"] = {"gpu_page": self.gpu_url}
+            # Its GPUs carry pod="capcon-sim-N": a console pairs them with this replica by that pod.
+            body["capcon_sim"] = {"gpu_page": self.gpu_url, "pod": pod_name(self.index), "namespace": GPU_NAMESPACE}
         return web.json_response(body)
 
     async def _metrics(self, http: web.Request) -> web.Response:
