@@ -66,7 +66,8 @@ def refuse_output(output: str | None, history: Path, wanted: str = "a csv or jso
     base = str(history)
     guarded = [base] + [base + side for side in SIDE_FILES]
     names = {os.path.realpath(path): path for path in guarded}
-    identities = {found: path for path in guarded if (found := _identity(path)) is not None}
+    identities = {identity: path for path in guarded if (identity := _identity(path)) is not None}
+    found: os.stat_result | None  # what is at the output now: nothing yet, a file, a device, a pipe
     if output in (None, "-", ""):
         try:
             found = os.fstat(sys.stdout.fileno())

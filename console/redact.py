@@ -108,7 +108,8 @@ def _params_in_text(text: str) -> str:
     for found in _NAME_IN_TEXT.finditer(text):
         if found.start() < done or not secret_name(found[1]):
             continue
-        end = _VALUE_IN_TEXT.match(text, found.end()).end()
+        value = _VALUE_IN_TEXT.match(text, found.end())  # always matches (maybe nothing): the value may be empty
+        end = value.end() if value is not None else found.end()
         if text[found.end() : end] in ("", MASK):
             continue
         pieces += [text[done : found.end()], MASK]
