@@ -98,6 +98,10 @@ class _Step:
     start: float
     end: float
     scheduled: list[tuple[SimRequest, int]]
+    # What the step costs each of the replica's GPUs: for the GPU's own counters (console/sim/gpu.py).
+    busy_seconds: float = 0.0  # kernels running: the step less the host's overhead
+    bytes_read: float = 0.0  # weights and live KV read from device memory
+    flops: float = 0.0  # 2 x parameters / TP per token scheduled
 
 
 class Engine:
@@ -118,12 +122,17 @@ class Engine:
         self.clock = 0.0  # end of the last step
         self.steps = 0
         self.preemptions = 0
+        # Per GPU, over the steps ended so far: what dcgm-exporter's profiling fields are made of.
+        self.gpu_busy_seconds = 0.0
+        self.gpu_bytes_read = 0.0
+        self.gpu_flops = 0.0
         self._pending: _Step | None = None
         # Per-token costs, precomputed: seconds per byte read and per prefill token.
         tp = shape.tensor_parallel
         self._seconds_per_byte = 1.0 / (shape.bandwidth_bytes_per_second * shape.bandwidth_efficiency)
         self._weight_bytes_per_gpu = shape.weight_bytes / tp
         self._kv_bytes_per_token_per_gpu = shape.kv_bytes_per_token / tp
+        self._flops_per_token_per_gpu = 2.0 * shape.parameters / tp
         self._seconds_per_prefill_token = (
             2.0 * shape.parameters / tp / (shape.flops_per_second * shape.compute_efficiency)
         )
@@ -152,6 +161,17 @@ class Engine:
             return self._pending.end
         start = self._next_start()
         return start
+
+    def gpu_work(self, now: float) -> tuple[float, float, float]:
+        """(busy seconds, bytes read, FLOPs) per GPU up to `now`: the steps ended, and the share of the one in flight."""
+        busy, read, flops = self.gpu_busy_seconds, self.gpu_bytes_read, self.gpu_flops
+        step = self._pending
+        if step is not None and now > step.start and step.end > step.start:
+            share = min(1.0, (now - step.start) / (step.end - step.start))
+            busy += step.busy_seconds * share
+            read += step.bytes_read * share
+            flops += step.flops * share
+        return busy, read, flops
 
     def decode_step_seconds(self, kv_tokens: int, prefill_tokens: int = 0) -> float:
         """The step-time formula, for callers that want the engine's own figure."""
@@ -295,8 +315,16 @@ class Engine:
                 # Nothing fits even on an empty cache: refuse the head rather than spin.
                 self._finish(self.waiting.popleft(), start, "error")
             return None
-        end = start + self.decode_step_seconds(kv_tokens, prefill_tokens)
-        return _Step(start=start, end=end, scheduled=scheduled)
+        seconds = self.decode_step_seconds(kv_tokens, prefill_tokens)
+        tokens = self.shape.max_num_batched_tokens - budget  # every token scheduled came out of the budget
+        return _Step(
+            start=start,
+            end=start + seconds,
+            scheduled=scheduled,
+            busy_seconds=max(0.0, seconds - self.step_overhead_seconds * self.slowdown),
+            bytes_read=self._weight_bytes_per_gpu + kv_tokens * self._kv_bytes_per_token_per_gpu,
+            flops=tokens * self._flops_per_token_per_gpu,
+        )
 
     def _preempt(self, request: SimRequest) -> None:
         self.pool.release(request.blocks)
@@ -311,6 +339,9 @@ class Engine:
         end = step.end
         self.clock = end
         self.steps += 1
+        self.gpu_busy_seconds += step.busy_seconds
+        self.gpu_bytes_read += step.bytes_read
+        self.gpu_flops += step.flops
         observer = self.observer
         observer.on_step(sum(new for _, new in step.scheduled), end)
         produced = 0
