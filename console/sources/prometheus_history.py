@@ -58,11 +58,12 @@ def series_query(selector: str) -> str:
 
 
 def _number(text: object) -> float | None:
-    try:
-        value = float(text)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    if not isinstance(text, (str, int, float)):  # what JSON holds: a list, a map, null are no number
         return None
-    return value
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def replica_name(instance: str) -> str:

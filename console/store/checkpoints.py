@@ -149,10 +149,13 @@ class CheckpointWriter:
         rings: dict[str, list[tuple[int, float]]] = {}
         for url, ring in memory.rings.items():
             named = recent.get(url, {})
-            refs = [(named.get(sample.at), sample.at) for sample in ring]
-            if any(poll is None for poll, _ in refs):
-                return None
-            rings[url] = refs  # type: ignore[assignment]
+            refs: list[tuple[int, float]] = []
+            for sample in ring:
+                poll = named.get(sample.at)
+                if poll is None:
+                    return None  # a sample of a poll this writer has not seen stored: no checkpoint
+                refs.append((poll, sample.at))
+            rings[url] = refs
         newest: dict[str, tuple[int, float]] = {}
         for url, sample in memory.latest.items():
             found = latest.get(url)
