@@ -214,7 +214,7 @@ async def _record(
     import asyncio
 
     from console.live.collector import COLLECTOR
-    from console.live.feed import PollFeed
+    from console.live.feed import PollFeed, gateway_watch
     from console.live.loop import Cadence, poll_loop
 
     stop = asyncio.Event()
@@ -231,11 +231,12 @@ async def _record(
         loop.call_later(duration, stop.set)
     cadence = Cadence(interval)
     COLLECTOR.tune()  # the cyclic collector's passes between polls, as in the console
+    # The gateways in front of a fleet are read in the same step as its replicas, as the console reads them: the
+    # flags recorded judge the plan's latency targets on what the clients saw.
+    feeds = [PollFeed(handle, recorder, gateways=gateway_watch(handle)) for handle in handles]
     loops = [
-        asyncio.create_task(
-            poll_loop(PollFeed(handle, recorder), cadence, log.on_view, log.on_failure), name=f"record-{handle.name}"
-        )
-        for handle, log in zip(handles, logs)
+        asyncio.create_task(poll_loop(feed, cadence, log.on_view, log.on_failure), name=f"record-{feed.handle.name}")
+        for feed, log in zip(feeds, logs)
     ]
     loops.append(asyncio.create_task(_watch_for_stalls(logs, interval), name="record-stalls"))
     try:
@@ -245,9 +246,9 @@ async def _record(
         for task in loops:
             task.cancel()  # a poll in flight is not recorded: it never finished
         await asyncio.gather(*loops, return_exceptions=True)
-        for handle in handles:
+        for feed in feeds:
             try:
-                await handle.watcher.aclose()
+                await feed.aclose()
             except Exception:  # noqa: BLE001 - stopping anyway
                 pass
         for signum in (signal.SIGINT, signal.SIGTERM):

@@ -143,6 +143,7 @@ FORECAST_KEYS = [
     "capacity_rps",
     "trend_samples",
     "basis",
+    "plan_correction",
 ]
 
 
@@ -159,6 +160,8 @@ def test_the_forecast_has_the_same_keys_with_and_without_a_plan_unknown_as_null(
     # The one replica up carries 5 req/s: the forecast passes it within minutes, sooner than the 10 min lead time.
     assert planned["capacity_rps"] == 5.0 and planned["lead_time_minutes"] == 10.0
     assert 0 < planned["minutes_to_saturation"] < 10
+    assert planned["plan_correction"] == 1.0  # one rate: too little history to correct the plan by
+    assert unplanned["plan_correction"] is None and bare["plan_correction"] is None
     assert unplanned["basis"] == "trend" and unplanned["rps"] == [4.0, 4.0, 4.0]
     assert unplanned["capacity_rps"] is None and unplanned["minutes_to_saturation"] is None
     assert unplanned["lead_time_minutes"] is None
