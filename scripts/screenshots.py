@@ -96,7 +96,7 @@ async def shoot_overflow(plan, out: Path) -> list[Path]:
     suggesting the plan's mode; then the switch dialog at 80x24 once the bounded queue is applied."""
     from dataclasses import replace
 
-    from console.gateway.demo_front import demo_front
+    from console.commands.demo_front import demo_front
 
     saved: list[Path] = []
     async with (

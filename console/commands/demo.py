@@ -141,35 +141,44 @@ async def _demo(plan, args, path=None) -> int:
     """The console on a simulated fleet; recording to `path` when given (--db)."""
     from dataclasses import replace
 
+    from console.commands.demo_front import demo_front
     from console.commands.recording import recording
-    from console.gateway.demo_front import demo_front
     from console.sim.fleet import SimFleet
     from console.tui.app import DEFAULT_THEME, ConsoleApp
 
     # The traffic goes through a real gateway (and a second simulator as the hosted endpoint), so the
-    # overflow switch (m) acts on it; the replicas are scraped directly, as a fleet is.
-    async with (
-        SimFleet(
-            plan,
-            replicas=args.replicas,
-            speed=args.time_scale,
-            seed=args.seed,
-            start_week_seconds=args.start,
-            traffic="off",
-        ) as sim,
-        demo_front(plan, sim, path) as front,
-    ):
-        handle = replace(demo_handle(sim, front.plan, args.window, args.interval), gateways=(front.gateway.url,))
-        with recording(path, args, [handle], "demo") as recorder:
-            app = ConsoleApp(
-                [handle],
-                interval=args.interval,
-                read_only=args.read_only,
-                demo=sim,
-                theme=args.theme or DEFAULT_THEME,
-                recorder=recorder,
-                environ=front.environ,
-                switch_history=path,  # without --db the demo's switches stay out of the user's history
-            )
-            await app.run_async()
+    # overflow switch (m) acts on it; the replicas are scraped directly, as a fleet is. The recorder opens
+    # first: the gateway writes its switches through it (the file's one writer), and it closes last, after
+    # the gateway's final tally.
+    async with SimFleet(
+        plan,
+        replicas=args.replicas,
+        speed=args.time_scale,
+        seed=args.seed,
+        start_week_seconds=args.start,
+        traffic="off",
+    ) as sim:
+        with recording(path, args, [_Named(plan.name)], "demo") as recorder:
+            async with demo_front(plan, sim, recorder) as front:
+                handle = replace(
+                    demo_handle(sim, front.plan, args.window, args.interval), gateways=(front.gateway.url,)
+                )
+                app = ConsoleApp(
+                    [handle],
+                    interval=args.interval,
+                    read_only=args.read_only,
+                    demo=sim,
+                    theme=args.theme or DEFAULT_THEME,
+                    recorder=recorder,
+                    environ=front.environ,
+                    switch_history=path,  # without --db the demo's switches stay out of the user's history
+                )
+                await app.run_async()
     return int(app.return_code or 0)
+
+
+class _Named:
+    """The demo's one fleet as `recording` names it (its handle is made once the gateway listens)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name

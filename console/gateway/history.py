@@ -2,8 +2,15 @@
 
 Every switch is an `overflow_switch` event; every minute, at each switch and at stop, the period just
 ended is an `overflow_tally` event (console/overflow/tally.py), which `capcon history` sums per day.
-SQLite is written from one worker thread, so a slow disk never stalls the event loop;
-the file is opened at start, so a bad --db is refused before the gateway listens.
+
+One writer per history file in a process. Where the process records polls into the same file (`capcon
+demo --db`), the events go through its Recorder (`SwitchHistory.through`), the file's one writer there,
+which also keeps them while the file refuses writes. A gateway on its own (`capcon gateway --db`) has no
+Recorder: it writes from one worker thread of its own, so a slow disk never stalls the event loop. It is
+not a Recorder because a Recorder's start records a "recording_started" that replay and `capcon record`
+read as a recording of some fleet's polls, which a gateway is not. The file is opened at start, so a bad
+--db is refused before the gateway listens. Other processes writing the same file (a console recording
+it) are SQLite's to order: each write is a short transaction behind the store's busy timeout.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Protocol
 
 from console.overflow.tally import KIND as TALLY_KIND
 from console.overflow.tally import Tally
@@ -20,6 +28,16 @@ EVENT_KIND = "overflow_switch"
 TALLY_SECONDS = 60.0
 
 
+class EventWriter(Protocol):
+    """What a switch history needs of a Recorder (console/store/recorder.py): an event queued, never waited on."""
+
+    path: str
+
+    def event(
+        self, at: float, kind: str, fleet: str | None = None, subject: str | None = None, detail: dict | None = None
+    ) -> None: ...
+
+
 class SwitchHistory:
     def __init__(self, path: str, fleet: str, tally_seconds: float = TALLY_SECONDS) -> None:
         self.path = path
@@ -27,12 +45,23 @@ class SwitchHistory:
         self.tally_seconds = tally_seconds
         self._tally = Tally()
         self._tally_task: asyncio.Task | None = None
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="capcon-gateway-history")
+        self._pool: ThreadPoolExecutor | None = None
+        self._recorder: EventWriter | None = None
         self._store = None
         self._pending: list[Future] = []
 
+    @classmethod
+    def through(cls, recorder: EventWriter, fleet: str, tally_seconds: float = TALLY_SECONDS) -> SwitchHistory:
+        """The events written by `recorder`, the file's one writer in this process (its owner starts and closes it)."""
+        history = cls(recorder.path, fleet, tally_seconds)
+        history._recorder = recorder
+        return history
+
     def open(self) -> None:
         """Open (create or migrate) the file, in the writer thread; HistoryError (a UserError) if it cannot be."""
+        if self._recorder is not None:
+            return  # opened by the recorder's owner
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="capcon-gateway-history")
         self._pool.submit(self._open).result()
 
     def _open(self) -> None:
@@ -42,6 +71,12 @@ class SwitchHistory:
 
     def write(self, at: float, subject: str, detail: dict, kind: str = EVENT_KIND) -> None:
         """Queue the event; a failure is logged (the switch itself stands)."""
+        if self._recorder is not None:
+            self._recorder.event(at, kind, fleet=self.fleet, subject=subject, detail=detail)
+            return
+        if self._pool is None:
+            log.warning("%s not written to the history file %s: the history was not opened", kind, self.path)
+            return
         self._pending = [f for f in self._pending if not f.done()]
         self._pending.append(self._pool.submit(self._write, at, subject, detail, kind))
 
@@ -84,7 +119,9 @@ class SwitchHistory:
             self._tally.mode = None
 
     def close(self) -> None:
-        """Write what is queued, then close the file."""
+        """Write what is queued, then close the file (a recorder's owner closes it, not this)."""
+        if self._pool is None:
+            return
 
         def finish() -> None:
             if self._store is not None:

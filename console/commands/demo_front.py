@@ -1,5 +1,7 @@
 """`capcon demo`'s front door: a real gateway in front of the simulated fleet, a second simulator as "hosted".
 
+Composed here, beside the verb, not in the gateway's server room: the gateway knows nothing of the simulator.
+
 Everything on loopback: the hosted endpoint is another simulated replica of the same model (priced at the
 plan's hosted $/M, or DEMO_HOSTED_PRICE), so hosted overflow is allowed here whatever the plan's
 data.prompts_may_leave says: no prompt leaves the machine. The gateway starts in `pass` (a switch by
@@ -12,11 +14,17 @@ import contextlib
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from console.gateway.config import GatewayConfig, planned_cap_from_plan, policy_from_plan
+from console.gateway.config import GatewayConfig, planned_cap_from_plan
+from console.gateway.history import SwitchHistory
 from console.gateway.server import Gateway
+from console.overflow.policy import policy_from_plan
 from console.plan.model import FleetSource, GatewayAddress, Plan
 from console.sim.fleet import SimFleet
+
+if TYPE_CHECKING:
+    from console.store.recorder import Recorder
 
 DEMO_HOSTED_PRICE = 3.0  # dollars per million tokens, when the plan names none
 TOKEN_ENV = "CAPCON_DEMO_ADMIN_TOKEN"  # the demo console's own environment: never the process's
@@ -31,16 +39,19 @@ class DemoFront:
 
 
 @contextlib.asynccontextmanager
-async def demo_front(plan: Plan, sim: SimFleet, history_path: str | None = None) -> AsyncIterator[DemoFront]:
-    """The gateway and the hosted simulator; with `history_path` (the demo's --db) the gateway writes its switches
-    and its tallies there too, so `capcon history` tells what each mode did."""
+async def demo_front(plan: Plan, sim: SimFleet, recorder: Recorder | None = None) -> AsyncIterator[DemoFront]:
+    """The gateway and the hosted simulator; with `recorder` (the demo's --db) the gateway writes its switches and
+    its tallies through it, the file's one writer, so `capcon history` tells what each mode did."""
     token = secrets.token_urlsafe(24)
     history = None
-    if history_path is not None:
-        from console.gateway.history import SwitchHistory  # noqa: PLC0415 - only with --db
-
-        history = SwitchHistory(str(history_path), plan.name)
-        history.open()
+    if recorder is not None:
+        if recorder.status.state == "off":
+            # Another process records this fleet into the file, so this recorder writes nothing: the gateway
+            # writes its own events (the recorder's thread never started, so it is still the one writer here).
+            history = SwitchHistory(recorder.path, plan.name)
+            history.open()
+        else:
+            history = SwitchHistory.through(recorder, plan.name)
     async with SimFleet(plan, replicas=1, traffic="off", seed=sim.seed + 7) as hosted:
         price = plan.overflow.hosted_price_per_million or DEMO_HOSTED_PRICE
         plan_policy = replace(policy_from_plan(plan, len(sim.replicas)), hosted_allowed=True, hosted_after_queue=8)
