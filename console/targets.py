@@ -204,6 +204,14 @@ def metrics_url(text: str) -> str:
         raise UserError(f"target {masked_target(text)!r}: {problem}; expected {TARGET_EXPECTED}") from None
 
 
+def base_url(text: str) -> str:
+    """A server's address (host:port or a URL) -> http(s)://host:port, its path dropped; ValueError saying what is
+    wrong. A gateway's replicas and its admin API are named this way."""
+    url = target_metrics_url(text)
+    parts = urlsplit(url)
+    return f"{parts.scheme.lower()}://{parts.netloc}"
+
+
 def target_name(url: str) -> str:
     """A short name for a target: host:port of its URL (never its user name or password)."""
     parts = urlsplit(url)

@@ -127,7 +127,8 @@ def _plan(args):
 def _admin_urls(args) -> list[str] | None:
     if not args.gateway:
         return None
-    from console.gateway.config import base_url, shown
+    from console.targets import base_url
+    from console.targets import masked_target as shown
 
     urls = []
     for text in args.gateway:

@@ -11,12 +11,11 @@ import ipaddress
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 from console.gateway.bounded_json import DEFAULT_MAX_RESPONSE_BYTES
 from console.gateway.connections import DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT
 from console.overflow.policy import Policy, policy_from_plan  # the one policy_from_plan, named here too
-from console.targets import TARGET_EXPECTED, masked_target, target_metrics_url
+from console.targets import TARGET_EXPECTED, base_url, masked_target
 
 DEFAULT_LISTEN = ("127.0.0.1", 8080)
 DEFAULT_ADMIN = ("127.0.0.1", 8081)
@@ -91,13 +90,6 @@ def off_peak_from_plan(plan) -> Callable[[float], float | None]:
     windows = tuple((w.weekday, w.hour, w.hours) for w in schedule(plan).idle_windows)
     zone = plan.timezone
     return lambda now: seconds_to_idle_window(windows, now, zone)
-
-
-def base_url(text: str) -> str:
-    """A replica's address (host:port or a URL) -> http(s)://host:port; ValueError saying what is wrong."""
-    url = target_metrics_url(text)
-    parts = urlsplit(url)
-    return f"{parts.scheme.lower()}://{parts.netloc}"
 
 
 def shown(text: str) -> str:

@@ -9,8 +9,8 @@ A team that runs its own gateway (LiteLLM, Envoy, a Kubernetes gateway) wires th
 webhook (the policy JSON, signed: `X-Capcon-Signature: sha256=HMAC(secret, "timestamp.body")`) or a
 command (the policy JSON on standard input, the exit code as the answer).
 
-aiohttp is imported when an HTTP actuator is asked, not when this module loads: `capcon overflow set`
-with a command actuator, and the console until key m is pressed, start without it.
+The HTTP requests go through console/live/admin_http.py (the standard library's http.client on a worker
+thread): a runbook's `capcon overflow set` starts without loading an HTTP stack for a request of milliseconds.
 """
 
 from __future__ import annotations
@@ -79,24 +79,22 @@ class GatewayActuator:
         return f"GatewayActuator({self.name!r})"
 
     async def apply(self, body: dict) -> ActuatorAnswer:
-        import aiohttp  # noqa: PLC0415 - see the module's docstring
+        from console.live.admin_http import http_request  # noqa: PLC0415 - only when a switch is sent
 
         started = time.monotonic()
         secrets = [self._token, *url_secrets(self.url)]
         try:
-            async with (
-                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout)) as session,
-                session.put(
-                    self.url + "/admin/policy",
-                    data=json.dumps(body),
-                    headers={"Authorization": f"Bearer {self._token}", "Content-Type": "application/json"},
-                    allow_redirects=False,
-                ) as response,
-            ):
-                raw = await response.content.read(READ_BYTES)
-                status = response.status
+            answer_read = await http_request(
+                "PUT",
+                self.url + "/admin/policy",
+                {"Authorization": f"Bearer {self._token}", "Content-Type": "application/json"},
+                json.dumps(body).encode(),
+                self.timeout,
+                READ_BYTES,
+            )
         except Exception as error:  # noqa: BLE001 - every failure is an answer, in words
             return ActuatorAnswer(self.name, False, _failure(error, self.timeout, secrets), _since(started))
+        raw, status = answer_read.body, answer_read.status
         answer = _json(raw)
         if status == 200 and isinstance(answer, dict) and isinstance(answer.get("policy"), dict):
             new = answer["policy"].get("mode")
@@ -135,20 +133,16 @@ class WebhookActuator:
         }
 
     async def apply(self, body: dict) -> ActuatorAnswer:
-        import aiohttp  # noqa: PLC0415 - see the module's docstring
+        from console.live.admin_http import http_request  # noqa: PLC0415 - only when a switch is sent
 
         started = time.monotonic()
         secrets = [self._secret, *url_secrets(self.url)]
         payload = json.dumps(body, separators=(",", ":")).encode()
         try:
-            async with (
-                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout)) as session,
-                session.post(self.url, data=payload, headers=self.signed(payload), allow_redirects=False) as response,
-            ):
-                raw = await response.content.read(READ_BYTES)
-                status = response.status
+            answer = await http_request("POST", self.url, self.signed(payload), payload, self.timeout, READ_BYTES)
         except Exception as error:  # noqa: BLE001 - every failure is an answer, in words
             return ActuatorAnswer(self.name, False, _failure(error, self.timeout, secrets), _since(started))
+        raw, status = answer.body, answer.status
         text = bounded(raw.decode("utf-8", "replace"), secrets)
         ok = 200 <= status < 300
         detail = f"{'applied' if ok else 'refused'} ({status})" + (f": {text}" if text else "")
@@ -253,7 +247,7 @@ class GatewayStatus:
 
 async def read_status(gateway_url: str, token: str, seconds: float = GATEWAY_TIMEOUT) -> GatewayStatus:
     """A gateway's policy and state (GET /admin/policy and /admin/state), or why they could not be read."""
-    import aiohttp  # noqa: PLC0415 - see the module's docstring
+    from console.live.admin_http import http_request  # noqa: PLC0415 - only when a status is read
 
     url = gateway_url.rstrip("/")
     name = f"gateway {redact_url(url)}"
@@ -261,19 +255,15 @@ async def read_status(gateway_url: str, token: str, seconds: float = GATEWAY_TIM
     headers = {"Authorization": f"Bearer {token}"}
     read: dict[str, object] = {}
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=seconds)) as session:
-            for path in ("/admin/policy", "/admin/state"):
-                async with session.get(url + path, headers=headers, allow_redirects=False) as response:
-                    raw = await response.content.read(4 * 1024 * 1024)
-                    if response.status == 401:
-                        return GatewayStatus(name, False, "token refused (401)")
-                    answer = _json(raw)
-                    if response.status != 200 or not isinstance(answer, dict):
-                        message = _error_message(answer) or raw.decode("utf-8", "replace")
-                        return GatewayStatus(
-                            name, False, f"{path} answered {response.status}: {bounded(message, secrets)}"
-                        )
-                    read[path] = answer
+        for path in ("/admin/policy", "/admin/state"):
+            response = await http_request("GET", url + path, headers, None, seconds, 4 * 1024 * 1024)
+            if response.status == 401:
+                return GatewayStatus(name, False, "token refused (401)")
+            answer = _json(response.body)
+            if response.status != 200 or not isinstance(answer, dict):
+                message = _error_message(answer) or response.body.decode("utf-8", "replace")
+                return GatewayStatus(name, False, f"{path} answered {response.status}: {bounded(message, secrets)}")
+            read[path] = answer
     except Exception as error:  # noqa: BLE001 - every failure is an answer, in words
         return GatewayStatus(name, False, _failure(error, seconds, secrets))
     policy_answer = read["/admin/policy"]
@@ -374,15 +364,10 @@ def _error_message(answer: object) -> str | None:
 
 
 def _failure(error: BaseException, timeout: float, secrets: Sequence[str]) -> str:
-    import aiohttp  # noqa: PLC0415 - see the module's docstring
+    from console.live.admin_http import failure_words  # noqa: PLC0415 - only when a request failed
 
-    if isinstance(error, TimeoutError | asyncio.TimeoutError | aiohttp.ServerTimeoutError):
-        return f"no answer within {timeout:g} s"
-    if isinstance(error, aiohttp.ClientConnectorError | ConnectionRefusedError):
-        return "not answering (connection refused or unreachable)"
-    if isinstance(error, aiohttp.InvalidURL):
-        return "not a URL that can be asked"
-    return f"failed: {bounded(f'{type(error).__name__}: {error}', secrets)}"
+    words = failure_words(error, timeout)
+    return words if words is not None else f"failed: {bounded(f'{type(error).__name__}: {error}', secrets)}"
 
 
 def _kill(process: asyncio.subprocess.Process) -> None:
