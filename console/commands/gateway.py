@@ -46,6 +46,7 @@ examples:
   capcon gateway plan.yaml --hosted-url https://api.example.com/v1 --hosted-key-env HOSTED_KEY --hosted-model big-model"""
 
 MAX_INSTANCES = 1000
+MAX_WORKERS = 64
 MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_RESPONSE_BYTES = 1024 * 1024 * 1024
 MIN_TOKEN_LENGTH = 16
@@ -132,6 +133,15 @@ def add_parser(sub):
         default=1,
         metavar="N",
         help="gateways behind the load balancer: each enforces 1/N of the plan's queue and in-flight cap",
+    )
+    parser.add_argument(
+        "--workers",
+        type=_number(int, 1, MAX_WORKERS),
+        default=1,
+        metavar="N",
+        help="processes serving the one --listen port (SO_REUSEPORT), for a fleet whose traffic needs more than "
+        "one core: each enforces 1/N of the queue and in-flight cap (given or the plan's), one admin API fans "
+        "a switch out to all, /metrics is their sum (default 1)",
     )
     parser.add_argument(
         "--hosted-url", metavar="URL", help="hosted OpenAI-compatible endpoint (default: the plan's hosted_url)"
@@ -355,11 +365,18 @@ def build_config(args):
     if admin is not None and admin[1] != 0 and admin == listen:
         raise UserError(f"--admin {args.admin}: the same address as --listen; expected its own port")
 
-    instances = args.instances
+    # --workers: each worker process is one more gateway sharing the limits, as --instances counts them; a
+    # limit given as an option is the whole gateway's, shared out between its workers too.
+    workers = getattr(args, "workers", 1)
+    instances = args.instances * workers
+
+    def shared(value):
+        return None if value is None else math.ceil(value / workers)
+
     service = cfg.service_seconds_from_plan(plan) if plan is not None else None
     if plan is not None:
         policy = cfg.policy_from_plan(plan, len(targets) or _planned_replicas(plan), instances)
-        cap = args.max_inflight or cfg.planned_cap_from_plan(plan, instances)
+        cap = shared(args.max_inflight) or cfg.planned_cap_from_plan(plan, instances)
     else:
         policy = Policy(
             mode="pass",
@@ -369,22 +386,22 @@ def build_config(args):
             actor="plan",
             reason="no plan: the gateway's options at start",
         )
-        cap = args.max_inflight
-    changes = {
-        k: v
-        for k, v in {
-            "mode": args.mode,
-            "max_queue": args.max_queue,
-            "max_wait_seconds": args.max_wait,
-            "hosted_after_queue": args.hosted_after_queue,
-            "defer_action": args.defer_action,
-            "max_batch_queue": args.max_batch_queue,
-        }.items()
-        if v is not None
+        cap = shared(args.max_inflight)
+    given = {
+        "mode": args.mode,
+        "max_queue": args.max_queue,
+        "max_wait_seconds": args.max_wait,
+        "hosted_after_queue": args.hosted_after_queue,
+        "defer_action": args.defer_action,
+        "max_batch_queue": args.max_batch_queue,
     }
+    changes = {k: v for k, v in given.items() if v is not None}
     if changes:
         shown = ", ".join(f"--{k.replace('_seconds', '').replace('_', '-')} {v}" for k, v in changes.items())
-        changes["reason"] = f"{policy.reason} with {shown}"
+        changes["reason"] = f"{policy.reason} with {shown}" + (f" (shared by {workers} workers)" if workers > 1 else "")
+        for name in ("max_queue", "hosted_after_queue", "max_batch_queue"):
+            if name in changes:
+                changes[name] = shared(changes[name])
         policy = replace(policy, **changes)
     if policy.mode != "pass" and cap is None:
         raise UserError(
@@ -600,6 +617,78 @@ async def _serve(config, loop_name: str = "asyncio") -> None:
             loop.remove_signal_handler(signum)
 
 
+def _serve_workers(config, workers: int, factory, loop_name: str) -> int:
+    """--workers N: fork the workers, then hold their one admin API and merged /metrics until stopped."""
+    import asyncio
+
+    from console.gateway.connections import raise_open_files_limit
+    from console.gateway.workers import WorkerFailed, start_workers
+
+    files = raise_open_files_limit()[1]  # before the fork, so every worker has it
+    try:
+        started, merged, token = start_workers(config, workers, factory)
+    except OSError as error:
+        raise UserError(
+            f"cannot listen: {error.strerror or error}; expected a free port for --listen and --admin (or port 0)"
+        ) from None
+    except WorkerFailed as problem:
+        raise UserError(f"--workers {workers}: a worker could not start: {problem}") from None
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(_supervise(config, started, merged, token, files, loop_name))
+
+
+async def _supervise(config, started, merged, token, files, loop_name: str) -> int:
+    import asyncio
+
+    from console.gateway.config import is_loopback
+    from console.gateway.workers import Supervisor
+    from console.overflow.policy import summary
+
+    supervisor = Supervisor(config, started, merged, token)
+    try:
+        await supervisor.start()
+    except OSError as error:
+        supervisor.stop_workers()
+        await supervisor.wait()
+        await supervisor.close()
+        raise UserError(
+            f"cannot listen: {error.strerror or error}; expected a free port for --admin (or port 0)"
+        ) from None
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, supervisor.stop_workers)
+    policy = config.plan_policy
+    print(
+        f"capcon gateway: listening on {started[0].url} with {len(started)} workers (SO_REUSEPORT), pids "
+        + " ".join(str(w.pid) for w in started)
+    )
+    cap = config.planned_cap
+    print(
+        f"policy: {policy.mode} ({policy.reason}): {summary(policy)}"
+        + (f"; in-flight cap {cap} per replica" if cap else "")
+        + f", each worker's share of {len(started)}"
+    )
+    if supervisor.admin_url:
+        where = "" if is_loopback(config.admin[0]) else " (NOT loopback: reachable from the network)"
+        print(f"admin API on {supervisor.admin_url}{where}: GET/PUT /admin/policy, GET /admin/state (every worker)")
+    else:
+        print("admin API off (no --admin-token-env): the policy stays as started")
+    print(
+        f"metrics on {started[0].url}/metrics (the workers' sum)"
+        + (f"; open-files limit {files}" if files else "")
+        + f"; event loop: {loop_name}"
+    )
+    print("Ctrl+C stops it.", flush=True)
+    try:
+        status = await supervisor.wait()
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+        await supervisor.close()
+    print("stopped.", flush=True)
+    return status
+
+
 def _seconds(value: float | None) -> str:
     return f"{value:g} s" if value else "without limit"
 
@@ -622,9 +711,16 @@ def _loop_factory(choice: str):
 def run(args) -> int:
     import asyncio
 
+    workers = getattr(args, "workers", 1)
+    if workers > 1 and args.db is not None:
+        raise UserError(
+            "--db with --workers: not yet (each worker would write its own switches and tallies); expected one of them"
+        )
     config = build_config(args)
     factory = _loop_factory(getattr(args, "loop", "auto"))
     _setup_logging()
+    if workers > 1:
+        return _serve_workers(config, workers, factory, "uvloop" if factory else "asyncio")
     with asyncio.Runner(loop_factory=factory) as runner:
         runner.run(_serve(config, "uvloop" if factory else "asyncio"))
     sys.stdout.flush()

@@ -1,6 +1,7 @@
 """The admin API: its own listener (loopback by default), every route behind the bearer token.
 
-GET /admin/policy, PUT /admin/policy (a switch: 200, or 400 naming the field; never 500), GET /admin/state.
+GET /admin/policy, PUT /admin/policy (a switch: 200, or 400 naming the field; never 500), GET /admin/state,
+GET /admin/metrics (this process's own /metrics page, for the supervisor of --workers to merge).
 The gateway applies the switch and says its state; this room reads the requests and writes the answers.
 """
 
@@ -11,6 +12,7 @@ import hmac
 from aiohttp import web
 
 from console.gateway import answers, bounded_json
+from console.gateway.telemetry import CONTENT_TYPE
 from console.overflow.policy import PolicyError, as_json
 
 ADMIN_MAX_BODY = 64 * 1024
@@ -25,6 +27,7 @@ class AdminApi:
         app.router.add_get("/admin/policy", self._policy)
         app.router.add_put("/admin/policy", self._switch)
         app.router.add_get("/admin/state", self._state)
+        app.router.add_get("/admin/metrics", self._metrics)  # this process's own page (workers.py merges them)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
         return app
 
@@ -81,6 +84,11 @@ class AdminApi:
         if not self._authorized(request):
             return self._unauthorized()
         return web.json_response(self.gateway.state())
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return self._unauthorized()
+        return web.Response(body=self.gateway.telemetry.render(), headers={"Content-Type": CONTENT_TYPE})
 
     async def _unknown(self, request: web.Request) -> web.Response:
         if not self._authorized(request):

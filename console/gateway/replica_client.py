@@ -231,6 +231,10 @@ class ReplicaClient:
             502, message, "upstream_error", retry_after=self._retry_seconds(), request_id=rid, outcome=outcome
         )
 
+    async def merged_page(self, url: str) -> web.Response:
+        """The workers' merged /metrics page, read from the supervisor (workers.py); 503 if it cannot be."""
+        return await _merged_page(self.session, url, self.max_response_bytes)
+
     async def model_list(self, replicas: list[Replica], rid: str) -> web.Response:
         """GET /v1/models from the least busy healthy replica that answers it; 503 if none does."""
         for replica in sorted((r for r in replicas if r.healthy), key=lambda r: r.in_flight):
@@ -262,6 +266,23 @@ class ReplicaClient:
             request_id=rid,
             outcome="rejected",
         )
+
+
+MERGED_PAGE_SECONDS = 5.0
+
+
+async def _merged_page(session: aiohttp.ClientSession, url: str, limit: int) -> web.Response:
+    try:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=MERGED_PAGE_SECONDS)) as page:
+            body = await bounded_json.read_body(page, limit)
+            if page.status == 200:
+                return web.Response(body=body, headers={"Content-Type": page.headers.get("Content-Type", "text/plain")})
+            problem = f"answered {page.status}"
+    except (TimeoutError, aiohttp.ClientError, OSError, Unreadable) as error:
+        problem = problem_of(error)
+    return answers.error(
+        503, f"the workers' merged /metrics could not be read ({problem})", "metrics_unavailable", retry_after=5
+    )
 
 
 def _ends_at_close(upstream: aiohttp.ClientResponse) -> bool:

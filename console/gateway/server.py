@@ -97,13 +97,19 @@ def _iso(at: float) -> str:
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig, clock=time.time) -> None:
+    def __init__(
+        self, config: GatewayConfig, clock=time.time, *, reuse_port: bool = False, metrics_from: str | None = None
+    ) -> None:
+        """`reuse_port`: listen beside other workers on the same port (SO_REUSEPORT, workers.py); `metrics_from`:
+        the URL of the workers' merged /metrics page, answered on this one's /metrics (None: its own)."""
         if not config.targets and not config.prometheus_url:
             raise ValueError("a gateway needs at least one replica")
         if config.plan_policy.mode == "hosted" and not config.hosted_url:
             raise ValueError("hosted mode without a hosted endpoint")
         self.config = config
         self.clock = clock
+        self.reuse_port = reuse_port
+        self.metrics_from = metrics_from
         self.plan_policy = config.plan_policy
         if not self.plan_policy.set_at:
             self.plan_policy = replace(self.plan_policy, set_at=clock())
@@ -243,6 +249,7 @@ class Gateway:
                 host,
                 port,
                 reuse_address=True,
+                reuse_port=self.reuse_port or None,
                 backlog=1024,
             )
             self.url = _url_of(self._listener.sockets[0].getsockname())
@@ -716,6 +723,9 @@ class Gateway:
         return answers.error(503, "no replica of the fleet is answering", "no_replica_available", retry_after=10)
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        if self.metrics_from is not None:
+            # One of several workers on this port: a scrape lands on any of them, so each answers the merged page.
+            return await self.replica_client.merged_page(self.metrics_from)
         return web.Response(body=self.telemetry.render(), headers={"Content-Type": METRICS_CONTENT_TYPE})
 
     async def _unknown(self, request: web.Request) -> web.Response:
