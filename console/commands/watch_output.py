@@ -11,6 +11,7 @@ from console.fleet import format as fmt
 from console.fleet.client import client_line
 from console.fleet.columns import ONCE_COLUMNS
 from console.fleet.flags import flag_title
+from console.fleet.gpu_view import FleetGpu
 from console.fleet.view_json import fleet_view_json
 from console.metrics.figures import ANSWERING, FLEET_TOTAL, FleetFigures
 from console.store import json_out
@@ -42,7 +43,38 @@ def once_lines(figures: FleetFigures, view, with_plan: bool, width: int | None =
     flag would repeat that line."""
     if figures.source_error and not figures.replicas:
         return [printable(f"capcon watch · source {figures.source} · {figures.source_error}")]
-    return [render_table(figures, width), *client_lines(view), *forecast_lines(view), *flag_lines(view, with_plan)]
+    gpu = view.gpu if view is not None else None
+    return [
+        render_table(figures, width, gpu),
+        *gpu_lines(view),
+        *client_lines(view),
+        *forecast_lines(view),
+        *flag_lines(view, with_plan),
+    ]
+
+
+def gpu_lines(view) -> list[str]:
+    """The fleet's GPU pages in a line under the table (what was read and paired, a page that failed), and why
+    a replica's GPU figures are unknown; none without GPU pages."""
+    gpu = view.gpu if view is not None else None
+    if gpu is None:
+        return []
+    rows = view.figures.replicas
+    paired = [r.name for r in rows if (g := gpu.replica(r.name)) is not None and g.gpus]
+    line = (
+        f"GPU: {gpu.pages} dcgm-exporter page{'s' if gpu.pages != 1 else ''}, {gpu.fleet.gpus} GPUs paired with "
+        f"{len(paired)} of {len(rows)} replicas"
+    )
+    if gpu.errors:
+        more = f" (and {len(gpu.errors) - 1} more)" if len(gpu.errors) > 1 else ""
+        line += f"; not read: {gpu.errors[0]}{more}"
+    lines = [bounded_line(printable(line), PIECE_CHARACTERS)]
+    unpaired = [(r.name, g.how) for r in rows if (g := gpu.replica(r.name)) is not None and not g.gpus]
+    if unpaired and len(gpu.errors) < gpu.pages:  # when no page was read, the line above said why
+        name, how = unpaired[0]
+        more = f" (and {len(unpaired) - 1} more)" if len(unpaired) > 1 else ""
+        lines.append(bounded_line(printable(f"GPU unknown on {name}: {how}{more}"), PIECE_CHARACTERS))
+    return lines
 
 
 def client_lines(view) -> list[str]:
@@ -87,20 +119,23 @@ def _terminal_width() -> int | None:
     return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
-def _cell(column, figures) -> str:
-    shown = column.show(figures)
+def _cell(column, figures, gpu=None) -> str:
+    shown = column.show(figures, gpu)
     return printable(shown) if column.unit == "text" else shown  # a Prometheus instance label: anyone's text
 
 
-def render_table(figures: FleetFigures, width: int | None = None) -> str:
+def render_table(figures: FleetFigures, width: int | None = None, gpu: FleetGpu | None = None) -> str:
     """The fleet table: one row per replica, then the fleet total, then the reasons for odd states.
 
-    With `width` (a terminal's), the least urgent columns are left out until the table fits.
+    With `width` (a terminal's), the least urgent columns are left out until the table fits. With `gpu` (the
+    fleet's GPU pages were read) the GPU columns show each replica's counters and the fleet's means.
     """
-    columns = list(ONCE_COLUMNS)
+    columns = [c for c in ONCE_COLUMNS if gpu is not None or not c.is_gpu]
+    replica_gpu = [gpu.replica(r.name) if gpu is not None else None for r in figures.replicas]
+    fleet_gpu = gpu.fleet if gpu is not None else None
     while True:
-        rows = [[_cell(c, r) for c in columns] for r in figures.replicas]
-        total = [_cell(c, figures.fleet) for c in columns]
+        rows = [[_cell(c, r, g) for c in columns] for r, g in zip(figures.replicas, replica_gpu)]
+        total = [_cell(c, figures.fleet, fleet_gpu) for c in columns]
         header = [c.once.heading for c in columns]
         widths = [max(len(row[i]) for row in [header, total, *rows]) for i in range(len(header))]
         droppable = sorted((c for c in columns if c.once.drop is not None), key=lambda c: c.once.drop)

@@ -1,7 +1,7 @@
 """The columns of a fleet table, for both tables that show one: the console's and `watch --once`'s.
 
-Each column says once what it shows (a value of the Figures, its unit and so how it is written)
-and where: its title and priority in the console (or None: not there), its heading and drop rank
+Each column says once what it shows (a value of the Figures, or of the replica's GPU counters
+(console.fleet.gpus), its unit and so how it is written) and where: its title and priority in the console (or None: not there), its heading and drop rank
 in the --once table (or None). Units stay SI in the values; `show` writes them as format.py does.
 """
 
@@ -12,14 +12,20 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from console.fleet import format as fmt
+from console.fleet.gpus import ReplicaGpu
 from console.metrics.figures import Figures
 
-Unit = Literal["text", "state", "rps", "tps", "count", "share", "seconds", "per_second", "tokens", "age"]
+Unit = Literal["text", "state", "rps", "tps", "count", "share", "seconds", "per_second", "tokens", "age", "bytes"]
 CellValue = str | float | None  # what a column reads from the figures: text (a name, a state), a number, or unknown
 
 
 def _text(value: object) -> str:
     return fmt.UNKNOWN if value is None else str(value)
+
+
+def _bytes(value: float | None) -> str:
+    shown = fmt.compact(value)
+    return shown if shown == fmt.UNKNOWN else f"{shown}B"
 
 
 FORMATS: dict[str, Callable[[Any], str]] = {
@@ -33,6 +39,7 @@ FORMATS: dict[str, Callable[[Any], str]] = {
     "per_second": fmt.rate,
     "tokens": fmt.tokens,
     "age": fmt.age,
+    "bytes": _bytes,
 }
 
 
@@ -56,14 +63,29 @@ class Column:
     unit: Unit
     console: InConsole | None
     once: InOnce | None
+    # A GPU column reads the replica's GPU counters instead of its figures (None: no GPU pages, unknown).
+    from_gpu: Callable[[ReplicaGpu], CellValue] | None = None
 
     @property
     def is_text(self) -> bool:
         """Words, not numbers: compared as text in a filter, aligned left."""
         return self.unit in ("text", "state")
 
-    def show(self, figures: Figures) -> str:
-        return FORMATS[self.unit](self.value(figures))
+    @property
+    def is_gpu(self) -> bool:
+        return self.from_gpu is not None
+
+    def read(self, figures: Figures, gpu: ReplicaGpu | None = None) -> CellValue:
+        if self.from_gpu is not None:
+            return self.from_gpu(gpu) if gpu is not None else None
+        return self.value(figures)
+
+    def show(self, figures: Figures, gpu: ReplicaGpu | None = None) -> str:
+        return FORMATS[self.unit](self.read(figures, gpu))
+
+
+def _no_figure(figures: Figures) -> None:
+    return None  # a GPU column: its value comes from the GPU counters (Column.read)
 
 
 def tpot_or_itl(f: Figures) -> float | None:
@@ -98,6 +120,12 @@ COLUMNS: tuple[Column, ...] = (
     Column("input", lambda f: f.mean_input_tokens, "tokens", None, InOnce("IN/REQ", 3)),
     Column("output", lambda f: f.mean_output_tokens, "tokens", None, InOnce("OUT/REQ", 4)),
     Column("age", lambda f: f.data_age_seconds, "age", None, InOnce("AGE", 2)),
+    # The GPUs' own counters (dcgm-exporter), shown only for a fleet with GPU pages. On a narrow console they go
+    # after the prefix and TTFT50 columns and before the rest; in --once, where the operator asked for them, last.
+    Column("sm", _no_figure, "share", InConsole("SM", 2, 15), InOnce("SM", 15), lambda g: g.sm_active),
+    Column("tensor", _no_figure, "share", InConsole("tensor", 2, 16), InOnce("TENSOR", 14), lambda g: g.tensor_active),
+    Column("dram", _no_figure, "share", InConsole("DRAM", 2, 17), InOnce("DRAM", 16), lambda g: g.dram_active),
+    Column("fb", _no_figure, "bytes", InConsole("FB", 2, 18), InOnce("FB", 13), lambda g: g.fb_used_bytes),
 )
 
 _BY_PLACE = {c.console.place: c for c in COLUMNS if c.console}

@@ -18,13 +18,14 @@ section that explains it with `_see`; tests/test_docs.py checks the names are he
 
 from __future__ import annotations
 
-from collections.abc import Collection, Container
+from collections.abc import Collection, Container, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Literal
 
 from console.ahead.forecast import Forecast
 from console.ahead.words import minutes_words
+from console.fleet.gpus import ReplicaGpu
 from console.fleet.plan_now import PlanNow
 from console.metrics.figures import FAILED, FLEET_TOTAL, SERVING, Figures, FleetFigures, ReplicaState
 from console.metrics.gateway import GatewayFigures
@@ -87,6 +88,11 @@ class Thresholds:
     # Saturation ahead rises when the forecast passes the replicas up sooner than the lead time, and clears
     # once it is this many lead times away or not within the forecast's last horizon.
     ahead_clear_lead_times: float = 1.5
+    # The GPU's own counters on a saturated replica (console.fleet.gpus): DRAM active at or over this share is
+    # near its ceiling (decode reads weights and KV at 0.5-0.7 of the datasheet bandwidth when it is the limit):
+    # memory-bound; SM or tensor active at or over this share with the KV cache below kv_clear: compute-bound.
+    dram_bound_share: float = 0.5
+    compute_bound_share: float = 0.5
     down_after_seconds: float = 10.0
     restart_hold_seconds: float = 300.0  # a restart stays on screen this long
 
@@ -103,6 +109,8 @@ class FlagInputs:
     # The fleet's gateways as their clients saw them (queue wait included): with a gateway in front, the
     # plan's latency targets are the users' targets, so TTFT and end-to-end are judged on these figures.
     client: GatewayFigures | None = None
+    # Each replica's GPU counters by name (dcgm-exporter, read in the same step); None without GPU pages.
+    gpus: Mapping[str, ReplicaGpu] | None = None
 
 
 @dataclass(frozen=True)
@@ -263,8 +271,29 @@ def _saturation_todo(plan: PlanNow | None) -> str:
     return f"Replica saturated: add a replica {_see('Scaling out')}; if over the plan, apply {_overflow(plan)}."
 
 
+def gpu_bound(kv: float | None, gpu: ReplicaGpu | None, t: Thresholds) -> str:
+    """What a saturated replica's GPU counters say holds it back, naming the figure that led there; "" when they
+    say nothing (unknown, or neither near its limit). The method's reading: DRAM near its ceiling is
+    memory-bound; SM or tensor active high with the KV cache free is compute-bound."""
+    if gpu is None:
+        return ""
+    if gpu.dram_active is not None and gpu.dram_active >= t.dram_bound_share:
+        return f"memory-bound: DRAM active {_pct(gpu.dram_active)}"
+    busy = [(name, v) for name, v in (("tensor", gpu.tensor_active), ("SM", gpu.sm_active)) if v is not None]
+    high = [(name, v) for name, v in busy if v >= t.compute_bound_share]
+    if high and kv is not None and kv < t.kv_clear:
+        name, value = max(high, key=lambda item: item[1])
+        return f"compute-bound: {name} active {_pct(value)} with KV {_pct(kv)}"
+    return ""
+
+
 def _saturation(
-    r: Figures, t: Thresholds, plan: PlanNow | None, tracked: Container[str] | None = None, todo: str | None = None
+    r: Figures,
+    t: Thresholds,
+    plan: PlanNow | None,
+    tracked: Container[str] | None = None,
+    todo: str | None = None,
+    gpu: ReplicaGpu | None = None,
 ) -> Reading | None:
     if r.state not in SERVING:
         return None
@@ -282,6 +311,9 @@ def _saturation(
         parts.append(f"KV {_pct(kv)}" + (f" with {pre:.2f} preemptions/s" if pre else ""))
     if not _needed(queued or kv_full, "saturation", r.name, tracked):
         return None
+    bound = gpu_bound(kv, gpu, t) if queued or kv_full else ""
+    if bound:
+        parts.append(bound)
     return Reading(
         "saturation",
         r.name,
@@ -624,10 +656,11 @@ def readings(inputs: FlagInputs, t: Thresholds, tracked: Collection[str] | None 
     # reading (`_needed`), found without making its three ids (30,000 strings a refresh at 10,000).
     state_tracked = None if tracked is None else {i.partition(":")[2] for i in tracked if i.startswith(_STATE_KINDS)}
     todo = _saturation_todo(plan)
+    gpus = inputs.gpus or {}
     for replica in figures.replicas:
         if state_tracked is None or replica.state in _STATE_READ or replica.name in state_tracked:
             found += _replica_state(replica, t, tracked)
-        saturation = _saturation(replica, t, plan, tracked, todo)
+        saturation = _saturation(replica, t, plan, tracked, todo, gpus.get(replica.name))
         if saturation is not None:
             found.append(saturation)
     drift = _latency_drift(fleet, inputs, t)

@@ -23,6 +23,8 @@ from console.ahead.forecast import forecast as forecast_arrivals
 from console.fleet import judge
 from console.fleet.columns import CONSOLE_BY_KEY, CONSOLE_COLUMNS, CONSOLE_NAMES, CellValue, name_form
 from console.fleet.flags import Flag, FlagInputs, FlagState, Pending, Severity, Thresholds, evaluate
+from console.fleet.gpu_view import FleetGpu, GpuPages, fleet_gpu
+from console.fleet.gpus import ReplicaGpu
 from console.fleet.plan_now import PlanNow
 from console.fleet.trends import TrendPoint, Trends
 from console.metrics.figures import FAILED, FLEET_TOTAL, SERVING, Figures, FleetFigures
@@ -38,9 +40,11 @@ class Row:
     severity: Severity | None  # the worst active flag on this replica (on the total row: in the fleet)
     pending: Severity | None = None  # the worst condition that holds but is inside its minimum duration
     over: tuple[tuple[str, judge.CellSeverity], ...] = ()  # (column, severity) of cells over their limit now
+    # The replica's GPU counters (on the total row: the fleet's means); None when the fleet has no GPU pages.
+    gpu: ReplicaGpu | None = None
 
     def value(self, column: str) -> CellValue:
-        return CONSOLE_BY_KEY[column].value(self.figures)
+        return CONSOLE_BY_KEY[column].read(self.figures, self.gpu)
 
     @property
     def mark(self) -> Mark:
@@ -331,6 +335,8 @@ class FleetView:
     forecast: Forecast | None = None  # arrivals ahead and when they pass the replicas up (console.ahead)
     # The gateways in front of the fleet over the same window, as their clients saw them; None without one.
     gateway: GatewayFigures | None = None
+    # The GPUs' own counters (dcgm-exporter) read in the same step; None when the fleet has no GPU pages.
+    gpu: FleetGpu | None = None
 
     @property
     def flags(self) -> tuple[Flag, ...]:
@@ -412,6 +418,7 @@ def advance(
     trend_span_seconds: float = 600.0,
     profile: Profile | None = None,
     gateway: GatewayFigures | None = None,
+    gpus: GpuPages | None = None,
 ) -> FleetView:
     """The next view: trends and flags carried from `previous`, everything else from these figures.
 
@@ -420,8 +427,12 @@ def advance(
 
     `profile`: what the plan expects over the minutes ahead (console.ahead.profile.plan_profile); without
     it the forecast leans on the plan's rps for this hour alone.
+
+    `gpus`: the fleet's dcgm-exporter pages read in the same step; each replica is paired with its GPUs
+    (console.fleet.gpu_view) and the saturation flag says which GPU figure led to it.
     """
     thresholds = thresholds or Thresholds()
+    gpu = fleet_gpu(figures.replicas, gpus, plan.gpus_per_replica if plan else None) if gpus is not None else None
     trends = previous.trends if previous else Trends(span_seconds=trend_span_seconds)
     trends_now = trends.add(_trend_point(figures, plan))
     ahead = fleet_forecast(trends_now, figures, plan, now, profile)
@@ -433,13 +444,21 @@ def advance(
         generation_before=trends.value_at("generation_tokens_per_second", looked_back),
         forecast=ahead,
         client=gateway if gateway is not None and gateway.answering else None,
+        gpus=gpu.by_replica if gpu is not None else None,
     )
     flag_state = evaluate(previous.flag_state if previous else FlagState(), inputs, now, thresholds)
     active, pending = flag_state.active, flag_state.pending
     worst_active, worst_pending = flag_state.worst_active, flag_state.worst_pending
     judged = judge.limits(plan, thresholds)
     rows = tuple(
-        Row(r.name, r, worst_active.get(r.name), worst_pending.get(r.name), judge.over(r, judged))
+        Row(
+            r.name,
+            r,
+            worst_active.get(r.name),
+            worst_pending.get(r.name),
+            judge.over(r, judged),
+            gpu.replica(r.name) if gpu is not None else None,
+        )
         for r in figures.replicas
     )
     # The total row speaks for the whole fleet: the worst flag or pending condition anywhere in it.
@@ -449,6 +468,7 @@ def advance(
         active[0].severity if active else None,
         pending[0].severity if pending else None,
         judge.over(figures.fleet, judged),
+        gpu.fleet if gpu is not None else None,
     )
     return FleetView(
         name=name,
@@ -462,4 +482,5 @@ def advance(
         flag_state=flag_state,
         forecast=ahead,
         gateway=gateway,
+        gpu=gpu,
     )

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from console.ahead.forecast import HORIZONS_MINUTES, Forecast
 from console.fleet.client import client_json
+from console.fleet.gpus import ReplicaGpu
 from console.fleet.view import Comparison, FleetView
 from console.metrics.figures import Figures, FleetFigures
 from console.plan.model import DAYS
@@ -53,6 +54,10 @@ def figures_json(figures: Figures) -> dict:
     out["data_age_seconds"] = figures.data_age_seconds
     out["error"] = figures.error or None
     return out
+
+
+def gpu_unpaired() -> dict:
+    return ReplicaGpu(how="not in the poll the GPU pages were paired with").as_dict()
 
 
 def comparison_json(c: Comparison) -> dict:
@@ -151,6 +156,17 @@ def fleet_view_json(
     with figures only) they are empty. Keys are the same with or without a plan.
     """
     plan = view.plan if view is not None else None
+    gpu = view.gpu if view is not None else None
+
+    def replica_json(r: Figures) -> dict:
+        out = figures_json(r)
+        # The replica's GPU counters (dcgm-exporter); null without GPU pages, each figure null where unknown.
+        paired = gpu.replica(r.name) if gpu is not None else None
+        out["gpu"] = paired.as_dict() if paired is not None else (gpu_unpaired() if gpu is not None else None)
+        return out
+
+    fleet = figures_json(figures.fleet)
+    fleet["gpu"] = gpu.fleet_dict() if gpu is not None else None
     return {
         "plan": plan.plan_name if plan is not None else None,
         "plan_file": plan_file if plan is not None else None,
@@ -161,8 +177,8 @@ def fleet_view_json(
         "source": figures.source,
         "at": figures.at,
         "source_error": figures.source_error or None,
-        "replicas": [figures_json(r) for r in figures.replicas],
-        "fleet": figures_json(figures.fleet),
+        "replicas": [replica_json(r) for r in figures.replicas],
+        "fleet": fleet,
         "comparisons": [comparison_json(c) for c in view.comparisons] if view is not None else [],
         "flags": flags_json(view, iso_time),
         "forecast": forecast_json(view.forecast if view is not None else None),

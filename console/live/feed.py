@@ -11,8 +11,10 @@ from typing import Protocol
 
 from console.ahead.profile import plan_profile
 from console.fleet.flags import changes
+from console.fleet.gpu_view import GpuPages
 from console.fleet.view import FleetView, advance
 from console.live.gateways import GatewayView, GatewayWatch
+from console.live.gpu_watch import GpuWatch
 from console.live.handle import FleetHandle
 from console.live.watcher import Poll
 from console.plan.model import Plan
@@ -33,6 +35,14 @@ def gateway_watch(handle: FleetHandle, timeout: float = 2.0) -> GatewayWatch | N
     return GatewayWatch(handle.gateways, handle.watcher.window_seconds or 60.0, timeout=timeout)
 
 
+def gpu_watch(handle: FleetHandle) -> GpuWatch | None:
+    """The watch of the fleet's dcgm-exporter pages, bounded by the fleet's timeout; None without any."""
+    if not handle.dcgm:
+        return None
+    pods = {name: (pod, namespace) for name, pod, namespace in handle.replica_pods}
+    return GpuWatch(handle.dcgm, timeout=handle.dcgm_timeout, pods=pods)
+
+
 class PollFeed:
     def __init__(
         self,
@@ -40,6 +50,7 @@ class PollFeed:
         recorder: Recorder | None = None,
         checkpoint_every: int = CHECKPOINT_POLLS,
         gateways: GatewayWatch | None = None,
+        gpus: GpuWatch | None = None,
     ) -> None:
         self.handle = handle
         self.recorder = recorder
@@ -50,18 +61,26 @@ class PollFeed:
         # the view judges the plan's latency targets on what the clients saw over the same window.
         self.gateways = gateways
         self.gateway_view: GatewayView | None = None  # the last read of them, for the overflow panel
+        # The fleet's GPU pages, read in the same step too: made from the handle's when not given.
+        self.gpus = gpus if gpus is not None else gpu_watch(handle)
 
     async def aclose(self) -> None:
-        """Closes the fleet's sources: its replicas' and its gateways'."""
+        """Closes the fleet's sources: its replicas', its gateways' and its GPU pages'."""
         try:
             await self.handle.watcher.aclose()
         finally:
-            if self.gateways is not None:
-                await self.gateways.aclose()
+            try:
+                if self.gateways is not None:
+                    await self.gateways.aclose()
+            finally:
+                if self.gpus is not None:
+                    await self.gpus.aclose()
 
-    def add(self, poll: Poll, now: float, gateway_view: GatewayView | None = None) -> FleetView:
+    def add(
+        self, poll: Poll, now: float, gateway_view: GatewayView | None = None, gpu_pages: GpuPages | None = None
+    ) -> FleetView:
         """The view of this poll (as the console builds it at `now`), handed to the recorder; `gateway_view`:
-        the fleet's gateways read in the same step.
+        the fleet's gateways read in the same step; `gpu_pages`: its dcgm-exporter pages, likewise.
 
         Every `checkpoint_every` records carry the state after the poll (flags, trends, the watcher's
         samples), which the store keeps as a replay checkpoint: a jump then computes a few polls.
@@ -73,7 +92,14 @@ class PollFeed:
         self.gateway_view = gateway_view
         gateway = gateway_view.figures if gateway_view is not None else None
         view = advance(
-            self.previous, handle.name, poll.figures, handle.plan_at(now), now, profile=profile, gateway=gateway
+            self.previous,
+            handle.name,
+            poll.figures,
+            handle.plan_at(now),
+            now,
+            profile=profile,
+            gateway=gateway,
+            gpus=gpu_pages,
         )
         if self.recorder is not None:
             record = poll_record(handle.name, poll, self.previous, view, handle.plan, handle.plan_time(view.now))

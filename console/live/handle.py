@@ -29,6 +29,12 @@ class FleetHandle:
     plan_clock: Callable[[float], float] | None = None
     # The capcon gateways in front of the fleet, by the URL of their /metrics listener: watched beside it.
     gateways: tuple[str, ...] = ()
+    # The dcgm-exporter pages of the fleet's GPUs (their own counters), read in the same step as the replicas
+    # within `dcgm_timeout` seconds; `replica_pods`: (replica name, pod, namespace) where the caller knows a
+    # replica's pod (a simulated fleet's replicas share one host: their pod labels pair them with their GPUs).
+    dcgm: tuple[str, ...] = ()
+    dcgm_timeout: float = 2.0
+    replica_pods: tuple[tuple[str, str, str | None], ...] = ()
 
     def plan_time(self, now: float) -> float | None:
         if self.plan is None:

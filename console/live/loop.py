@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from console.fleet.gpu_view import GpuPages
 from console.fleet.view import FleetView
 from console.live.collector import COLLECTOR
 from console.live.feed import PollFeed
@@ -77,8 +78,8 @@ async def poll_loop(
         if not cadence.paused:
             started = cadence.timer()
             try:
-                poll, gateways = await _poll_step(feed)
-                view = feed.add(poll, clock(), gateways)
+                poll, gateways, gpus = await _poll_step(feed)
+                view = feed.add(poll, clock(), gateways, gpus)
             except Exception as error:  # noqa: BLE001 - a failing source is shown, never fatal
                 on_failure(error)
             else:
@@ -90,15 +91,29 @@ async def poll_loop(
         await cadence.wait(started)
 
 
-async def _poll_step(feed: PollFeed) -> tuple[Poll, GatewayView | None]:
-    """The fleet's replicas and its gateways read together: one window for both."""
-    if feed.gateways is None:
-        return await feed.handle.watcher.poll(), None
-    poll, gateways = await asyncio.gather(feed.handle.watcher.poll(), feed.gateways.poll(), return_exceptions=True)
+async def _nothing() -> None:
+    return None
+
+
+async def _poll_step(feed: PollFeed) -> tuple[Poll, GatewayView | None, GpuPages | None]:
+    """The fleet's replicas, its gateways and its GPU pages read together: one window for all."""
+    if feed.gateways is None and feed.gpus is None:
+        return await feed.handle.watcher.poll(), None, None
+    poll, gateways, gpus = await asyncio.gather(
+        feed.handle.watcher.poll(),
+        feed.gateways.poll() if feed.gateways is not None else _nothing(),
+        feed.gpus.poll() if feed.gpus is not None else _nothing(),
+        return_exceptions=True,
+    )
     if isinstance(poll, BaseException):
         raise poll
-    # Gateways that cannot be read leave their figures unknown for this poll; the replicas' view goes on.
-    return poll, gateways if isinstance(gateways, GatewayView) else None
+    # Gateways or GPU pages that cannot be read leave their figures unknown for this poll; the replicas' view
+    # goes on. A GPU read that failed as a whole is a read of no page: every replica's GPU reads unknown.
+    if isinstance(gpus, BaseException):
+        gpus = GpuPages(
+            (), len(feed.gpus.source.urls) if feed.gpus is not None else 0, (f"{type(gpus).__name__}: {gpus}",)
+        )
+    return poll, gateways if isinstance(gateways, GatewayView) else None, gpus
 
 
 def failure_words(error: Exception) -> str:

@@ -69,6 +69,14 @@ def add_source_options(parser: argparse.ArgumentParser, named_in: str) -> None:
     )
     parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
     parser.add_argument(
+        "--dcgm",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="an NVIDIA dcgm-exporter page of the fleet's GPUs (host:port or URL), read beside the replicas for "
+        "their SM, tensor and DRAM activity and memory used; repeat for each (default: the plan's fleet.dcgm_targets)",
+    )
+    parser.add_argument(
         "--max-answer-mb",
         type=float,
         default=None,
@@ -92,12 +100,39 @@ def fleet_handles(args: argparse.Namespace, plans: Sequence[Plan]) -> list[Fleet
     if len(plans) > 1:
         check_fleets(args, plans)
         return [
-            FleetHandle(plan.name, plan, fleet_watcher(args, [plan]), gateways=gateway_urls(args, plan))
+            FleetHandle(
+                plan.name,
+                plan,
+                fleet_watcher(args, [plan]),
+                gateways=gateway_urls(args, plan),
+                dcgm=dcgm_urls(args, plan),
+                dcgm_timeout=timeout(args),
+            )
             for plan in plans
         ]
     plan = plans[0] if plans else None
     watcher = fleet_watcher(args, list(plans))
-    return [FleetHandle(fleet_name(args, plan, watcher.source), plan, watcher, gateways=gateway_urls(args, plan))]
+    return [
+        FleetHandle(
+            fleet_name(args, plan, watcher.source),
+            plan,
+            watcher,
+            gateways=gateway_urls(args, plan),
+            dcgm=dcgm_urls(args, plan),
+            dcgm_timeout=timeout(args),
+        )
+    ]
+
+
+def dcgm_urls(args: argparse.Namespace, plan: Plan | None) -> tuple[str, ...]:
+    """The GPU pages read beside the fleet: `--dcgm` (one fleet) or the plan's fleet.dcgm_targets, as URLs."""
+    from console.live.gpu_watch import dcgm_url  # noqa: PLC0415
+
+    given = tuple(getattr(args, "dcgm", None) or ())
+    if given:
+        return tuple(dcgm_url(text) for text in given)
+    fleet = plan.fleet if plan is not None else None
+    return tuple(dcgm_url(text, "fleet.dcgm_targets") for text in fleet.dcgm_targets) if fleet is not None else ()
 
 
 def gateway_urls(args: argparse.Namespace, plan: Plan | None) -> tuple[str, ...]:
@@ -124,14 +159,26 @@ def handle_on_urls(
     window: float,
     interval: float,
     plan_clock: Callable[[float], float] | None = None,
+    dcgm: Sequence[str] = (),
+    pods: Sequence[tuple[str, str | None]] = (),
 ) -> FleetHandle:
-    """A fleet scraped at `urls` (named replica-0, replica-1, ...): the simulated fleet of `capcon demo`."""
+    """A fleet scraped at `urls` (named replica-0, replica-1, ...): the simulated fleet of `capcon demo`.
+
+    `dcgm`: its GPU pages; `pods`: each replica's (pod, namespace), in the order of `urls`, which pairs it
+    with its GPUs (the replicas share one host)."""
     from console.live.handle import FleetHandle  # noqa: PLC0415
     from console.live.watcher import Watcher  # noqa: PLC0415
     from console.sources.scrape import ScrapeSource  # noqa: PLC0415 - the scrape stack only when a fleet is watched
 
     source = ScrapeSource([Target(f"replica-{i}", url) for i, url in enumerate(urls)], timeout=2.0)
-    return FleetHandle(name, plan, Watcher(source, window, interval_seconds=interval), plan_clock=plan_clock)
+    return FleetHandle(
+        name,
+        plan,
+        Watcher(source, window, interval_seconds=interval),
+        plan_clock=plan_clock,
+        dcgm=tuple(dcgm),
+        replica_pods=tuple((f"replica-{i}", pod, namespace) for i, (pod, namespace) in enumerate(pods)),
+    )
 
 
 def window_seconds(args: argparse.Namespace, kind: str = "scrape") -> float:
@@ -234,6 +281,10 @@ def check_fleets(args: argparse.Namespace, plans: Sequence[Plan]) -> None:
     if getattr(args, "gateway", None):
         raise UserError(
             "--gateway with several plans: each plan's fleet.gateways names its own; expected one plan, or no --gateway"
+        )
+    if getattr(args, "dcgm", None):
+        raise UserError(
+            "--dcgm with several plans: each plan's fleet.dcgm_targets names its own; expected one plan, or no --dcgm"
         )
     if getattr(args, "name", None):
         raise UserError(

@@ -8,6 +8,7 @@ import pytest
 
 from console.fleet.columns import CONSOLE_COLUMNS as COLUMNS
 from console.fleet.flags import Thresholds
+from console.fleet.gpus import ReplicaGpu
 from console.fleet.trends import TrendPoint, Trends
 from console.fleet.view import (
     FilterError,
@@ -181,10 +182,11 @@ def test_every_title_the_header_shows_is_a_filter_column_as_is_its_key(column):
         e2e_p95_seconds=9.0,
         queue_p95_seconds=0.2,
     )
-    row = Row("r", figures, None)
-    shown = column.show(figures)
+    gpu = ReplicaGpu(sm_active=0.8, tensor_active=0.4, dram_active=0.6, fb_used_bytes=7e10, gpus=1)
+    row = Row("r", figures, None, gpu=gpu)
+    shown = column.show(figures, gpu)
     for name in (column.console.title, column.console.title.upper(), column.console.title.lower(), column.key):
-        op, value = ("=", shown) if column.is_text else (">=", repr(column.value(figures)))
+        op, value = ("=", shown) if column.is_text else (">=", repr(column.read(figures, gpu)))
         assert parse_filter(f"{name}{op}{value}").matches(row), name
         assert parse_filter(f"{name} {op} {value}").matches(row), name
 

@@ -72,13 +72,19 @@ def test_fitting_cells():
 
 
 def test_columns_drop_the_least_important_first():
-    wide = columns_for(200)
+    gpu_columns = ("sm", "tensor", "dram", "fb")
+    wide = columns_for(200, gpu=True)
     assert len(wide) == len(WIDTHS)
-    narrow = columns_for(80)
+    assert not set(gpu_columns) & set(columns_for(200))  # a fleet without GPU pages has no GPU columns
+    narrow = columns_for(80, gpu=True)
     assert BADGE_WIDTH + sum(WIDTHS[c] for c in narrow) <= 80
     for essential in ("name", "state", "rps", "wait", "kv", "ttft", "tpot"):
         assert essential in narrow
     assert "prefix" not in narrow and "ttft50" not in narrow
+    assert not set(gpu_columns) & set(narrow)  # hidden on a narrow terminal by the same rule
+    # At 120 cells the GPU's activity shows (the prefix and TTFT50 columns go first), memory used does not.
+    middling = columns_for(120, gpu=True)
+    assert {"sm", "tensor", "dram"} <= set(middling) and "fb" not in middling and "prefix" not in middling
 
 
 # --- hostile numbers never bring the trends down (they are unknown long before; this is the last guard) ---

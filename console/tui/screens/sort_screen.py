@@ -32,6 +32,10 @@ SORT_KEYS: dict[str, str] = {
     "e2e": "e",
     "queue": "q",
     "prefix": "x",
+    "sm": "m",
+    "tensor": "c",
+    "dram": "a",
+    "fb": "b",
 }
 assert set(SORT_KEYS) == set(CONSOLE_BY_KEY) and len(set(SORT_KEYS.values())) == len(SORT_KEYS)
 SOURCE_KEY = "0"
@@ -70,7 +74,8 @@ class SortScreen(ModalScreen[str | None]):
             yield OptionList(*self._options(), id="sort-choices")
 
     def _options(self) -> list[Option]:
-        shown = list(self.columns) + [c for c in SORT_KEYS if c not in self.columns]
+        # The GPU columns are listed only where the table shows them (a fleet without GPU pages has none).
+        shown = list(self.columns) + [c for c in SORT_KEYS if c not in self.columns and not CONSOLE_BY_KEY[c].is_gpu]
         options = []
         for column in [SOURCE_ORDER] + shown:
             key = SOURCE_KEY if column == SOURCE_ORDER else SORT_KEYS[column]

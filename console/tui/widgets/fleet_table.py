@@ -30,9 +30,10 @@ ROW_MARGIN = 3  # rows kept current just outside the view, so a step of the curs
 POOL_SCREENS = 2  # row widgets per terminal line: a page of scrolling seldom moves the window
 
 
-def columns_for(width: int) -> tuple[str, ...]:
-    """The columns that fit `width` cells, dropping the least important first."""
-    chosen = list(CONSOLE_COLUMNS)
+def columns_for(width: int, gpu: bool = False) -> tuple[str, ...]:
+    """The columns that fit `width` cells, dropping the least important first; the GPU columns only with `gpu`
+    (a fleet whose GPU pages are read), and then the first to go on a narrow terminal."""
+    chosen = [c for c in CONSOLE_COLUMNS if gpu or not c.is_gpu]
     while chosen and BADGE_WIDTH + sum(WIDTHS[c.key] for c in chosen) > width:
         least = max(chosen, key=lambda c: (c.console.priority, c.console.place))
         if least.console.priority == 0:
@@ -126,6 +127,7 @@ class FleetTable(Vertical):
         self._filter_line = FilterLine(classes="filter-line")
         self._columns: tuple[str, ...] = columns_for(80)
         self._width = 80
+        self._gpu = False  # the view has GPU counters: their columns may show
         self._names: tuple[tuple[str, ...], int, dict[str, str]] = ((), 0, {})
         self._longest: tuple[tuple[str, ...], int] = ((), 0)  # the names, and the longest as shown
 
@@ -136,7 +138,7 @@ class FleetTable(Vertical):
         yield self._total
 
     def on_resize(self) -> None:
-        columns = columns_for(self.size.width)
+        columns = columns_for(self.size.width, self._gpu)
         if columns != self._columns or self.size.width != self._width:
             self._columns, self._width = columns, self.size.width
             self.refresh_rows()
@@ -165,6 +167,10 @@ class FleetTable(Vertical):
         if view is self.view:
             return  # the once-a-second redraw (data age) between polls: no row can have changed
         self.view = view
+        gpu = view.gpu is not None
+        if gpu != self._gpu:
+            self._gpu = gpu
+            self._columns = columns_for(self._width, gpu)
         self.refresh_rows()
 
     def sort_by(self, key: str | None, descending: bool = False) -> None:

@@ -30,6 +30,10 @@ WIDTHS = {
     "e2e": 7,
     "queue": 8,
     "prefix": 7,
+    "sm": 5,
+    "tensor": 7,
+    "dram": 5,
+    "fb": 7,
 }
 BADGE_WIDTH = 7
 # Severity as text as well as colour. "pend": a condition holds, inside its minimum duration; "over": a cell is
@@ -48,7 +52,7 @@ OVER_MARK = "!"  # in the gap after a cell over its limit: readable without colo
 
 def cell(row: Row, key: str) -> str:
     column = CONSOLE_BY_KEY[key]
-    shown = column.show(row.figures)
+    shown = column.show(row.figures, row.gpu)
     return printable(shown) if column.unit == "text" else shown  # a replica's name: anyone's text
 
 
