@@ -2,6 +2,12 @@
 
     forecast: 5 min 12.3 rps (11-14) · 15 min 13.1 rps (10-16) · 30 min 14.0 rps (9.8-18) · saturation in 7 min (a replica takes 10)
 
+With a history file holding enough of the fleet's minutes, each horizon also says how wrong the forecast has been
+there (its backtest MAE, console.ahead.accuracy), and `accuracy_legend` says what the ± means:
+
+    forecast: 5 min 12.3 rps (11-14) ±0.41 · 15 min 13.1 rps (10-16) ±1.2 · ...
+    ± its mean error at each horizon, backtested on 2,345 minutes recorded in the last 7 days
+
 Unknown figures read "–", never 0.
 """
 
@@ -9,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+from console.ahead.accuracy import REACH_SECONDS, ForecastAccuracy
 from console.ahead.forecast import Forecast
 
 UNKNOWN = "–"
@@ -58,13 +65,37 @@ def saturation_words(forecast: Forecast) -> str:
     return said + (f" (a replica takes {lead:.0f})" if lead is not None else "")
 
 
-def horizon_words(forecast: Forecast) -> list[str]:
-    """ "5 min 12.3 rps (11-14)" per horizon."""
+def error_words(mae: float | None) -> str:
+    """ " ±1.2" (the backtest's MAE at a horizon), or nothing when it is unknown."""
+    if mae is None or not math.isfinite(mae):
+        return ""
+    if abs(mae) >= 10:
+        return f" ±{mae:.0f}"
+    return f" ±{mae:.1f}" if abs(mae) >= 1 else f" ±{mae:.2f}"
+
+
+def horizon_words(forecast: Forecast, accuracy: ForecastAccuracy | None = None) -> list[str]:
+    """ "5 min 12.3 rps (11-14)" per horizon, and " ±0.41" after it when the backtest has its error."""
     return [
         f"{h} min {rps_words(rps)} rps{band_words(low, high)}"
+        + (error_words(accuracy.mae_at(h)) if accuracy is not None else "")
         for h, rps, low, high in zip(forecast.horizon_minutes, forecast.rps, forecast.rps_low, forecast.rps_high)
     ]
 
 
-def forecast_line(forecast: Forecast) -> str:
-    return "forecast: " + " · ".join([*horizon_words(forecast), saturation_words(forecast)])
+def forecast_line(forecast: Forecast, accuracy: ForecastAccuracy | None = None) -> str:
+    return "forecast: " + " · ".join([*horizon_words(forecast, accuracy), saturation_words(forecast)])
+
+
+def accuracy_legend(accuracy: ForecastAccuracy | None) -> str | None:
+    """What the ± figures are, or how much history they wait for; None without a history file to read."""
+    if accuracy is None:
+        return None
+    days = f"{REACH_SECONDS / 86400:.0f} days"
+    recorded = f"{accuracy.minutes:,} minute{'' if accuracy.minutes == 1 else 's'}"
+    if not accuracy.known:
+        return (
+            f"± (its past error) once {accuracy.needed_minutes} minutes in a row are recorded: "
+            f"{recorded} in the last {days}"
+        )
+    return f"± its mean error at each horizon, backtested on {recorded} recorded in the last {days}"

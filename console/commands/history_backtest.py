@@ -9,63 +9,15 @@ simulated clock), else at the wall clock in the plan's zone.
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from datetime import UTC, datetime
-from zoneinfo import ZoneInfo
+from console.ahead.backtest import Backtest, HorizonError, SaturationCalls, needed_minutes
 
-from console.ahead.backtest import (
-    Backtest,
-    CounterPoint,
-    HorizonError,
-    SaturationCalls,
-    backtest,
-    fleet_minutes,
-    needed_minutes,
-)
-from console.ahead.forecast import TREND_WINDOW_SECONDS, Profile
-from console.ahead.profile import plan_profile
+# The reading and the walk are the console's too (it quotes the error beside its forecast): one step for both,
+# still reached here by `history` and the benchmark.
+from console.live.forecast_accuracy import fleet_backtest as fleet_backtest
+from console.live.forecast_accuracy import profiles_at as _profiles  # noqa: F401
 from console.plan.model import Plan
 from console.store import json_out
-from console.store.arrivals import minute_plan_clocks, minute_requests
-from console.store.database import Store
 from console.when import format_when, iso_when
-
-CLOCK_REACH_SECONDS = 120.0  # a recorded plan clock stands for the minutes just after it, not across a gap
-LEAD_IN_SECONDS = TREND_WINDOW_SECONDS + 60.0  # the first forecast of the range looks back a trend window
-
-
-def fleet_backtest(store: Store, fleet: str, start: float, end: float, plan: Plan | None) -> Backtest:
-    """The backtest of one fleet's recorded arrivals in [start, end) against `plan` (None: the trend alone)."""
-    read_from = start - LEAD_IN_SECONDS
-    counters = {
-        url: [CounterPoint(at, requests, started) for at, requests, started in points]
-        for url, points in minute_requests(store, fleet, read_from, end).items()
-    }
-    per_replica = plan.capacity.rps_per_replica if plan is not None else None
-    minutes = fleet_minutes(counters, (lambda at: per_replica) if per_replica else None)
-    profile_at = _profiles(plan, minute_plan_clocks(store, fleet, read_from, end)) if plan is not None else None
-    return backtest(
-        minutes,
-        profile_at,
-        lead_time_minutes=plan.lead_time_seconds / 60.0 if plan is not None else None,
-    )
-
-
-def _profiles(plan: Plan, clocks: list[tuple[float, float]]):
-    """origin -> the plan's profile after it, at the recorded plan clock, else the wall clock in the plan's zone."""
-    zone = ZoneInfo(plan.timezone)
-    times = [at for at, _ in clocks]
-
-    def profile_at(origin: float) -> Profile:
-        i = bisect_right(times, origin) - 1
-        if i >= 0 and origin - times[i] <= CLOCK_REACH_SECONDS:
-            clock = clocks[i][1] + (origin - times[i])
-        else:
-            offset = datetime.fromtimestamp(origin, UTC).astimezone(zone).utcoffset()
-            clock = origin + (offset.total_seconds() if offset is not None else 0.0)
-        return plan_profile(plan, clock)
-
-    return profile_at
 
 
 def too_little_words(result: Backtest, fleet: str, start: float, end: float, zone) -> str:

@@ -223,26 +223,46 @@ def _once(args, handles: list[FleetHandle], path: Path | None) -> int:
             polled.append((plan_file, handle, answer))
     if not polled:
         return 1
+    # How wrong the forecast has been on each fleet's recorded last week: read once the recorder has closed.
+    accuracies = _forecast_accuracies(path, [handle for _, handle, _ in polled])
     if len(args.plan) <= 1:
         [(plan_file, handle, (figures, view))] = polled
         if args.json:
-            print(_dumps(once_json(figures, view, plan_file)))
+            print(_dumps(once_json(figures, view, plan_file, accuracies[0])))
         else:
-            print("\n".join(once_lines(figures, view, handle.plan is not None, _terminal_width())))
+            print("\n".join(once_lines(figures, view, handle.plan is not None, _terminal_width(), accuracies[0])))
     elif args.json:
-        fleets = [once_json(figures, view, plan_file) for plan_file, _, (figures, view) in polled]
+        fleets = [
+            once_json(figures, view, plan_file, accuracy)
+            for (plan_file, _, (figures, view)), accuracy in zip(polled, accuracies)
+        ]
         print(_dumps({"fleets": fleets}))
     else:
         blocks = [
             "\n".join(
-                [printable(f"plan {handle.name} ({plan_file})"), *once_lines(figures, view, True, _terminal_width())]
+                [
+                    printable(f"plan {handle.name} ({plan_file})"),
+                    *once_lines(figures, view, True, _terminal_width(), accuracy),
+                ]
             )
-            for plan_file, handle, (figures, view) in polled
+            for (plan_file, handle, (figures, view)), accuracy in zip(polled, accuracies)
         ]
         print("\n\n".join(blocks))
     if len(polled) < len(handles):
         return 1
     return _once_exit(args, [figures for _, _, (figures, _) in polled], [view for _, _, (_, view) in polled])
+
+
+def _forecast_accuracies(path: Path | None, handles: list[FleetHandle]) -> list:
+    """Per fleet, the forecast's backtest error on the history file (console.live.forecast_accuracy); None
+    for each without a file (`--once` reads one only with --db)."""
+    if path is None:
+        return [None] * len(handles)
+    import time
+
+    from console.live.forecast_accuracy import forecast_accuracy
+
+    return forecast_accuracy(path, [(handle.name, handle.plan) for handle in handles], time.time())
 
 
 class _PollFailed(Exception):

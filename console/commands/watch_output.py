@@ -6,7 +6,7 @@ import shutil
 import sys
 import time
 
-from console.ahead.words import forecast_line
+from console.ahead.words import accuracy_legend, forecast_line
 from console.fleet import format as fmt
 from console.fleet.client import client_line
 from console.fleet.columns import ONCE_COLUMNS
@@ -27,9 +27,10 @@ def any_answered(figures: FleetFigures) -> bool:
     )
 
 
-def once_json(figures: FleetFigures, view=None, plan_file: str | None = None) -> dict:
-    """The `--once --json` object: the fleet view's JSON form (console.fleet.view_json), times in the local zone."""
-    return fleet_view_json(figures, view, plan_file, iso_when)
+def once_json(figures: FleetFigures, view=None, plan_file: str | None = None, accuracy=None) -> dict:
+    """The `--once --json` object: the fleet view's JSON form (console.fleet.view_json), times in the local zone;
+    `accuracy` the forecast's backtest error on the history file (console.ahead.accuracy), None without one."""
+    return fleet_view_json(figures, view, plan_file, iso_when, accuracy)
 
 
 def _dumps(document: dict) -> str:
@@ -37,7 +38,7 @@ def _dumps(document: dict) -> str:
     return json_out.dumps(document, indent=2)
 
 
-def once_lines(figures: FleetFigures, view, with_plan: bool, width: int | None = None) -> list[str]:
+def once_lines(figures: FleetFigures, view, with_plan: bool, width: int | None = None, accuracy=None) -> list[str]:
     """The --once text: the table and the flag lines; one line when the source itself failed
     (Prometheus down, refusing, or answering nonsense): the table would be empty and every
     flag would repeat that line."""
@@ -48,7 +49,7 @@ def once_lines(figures: FleetFigures, view, with_plan: bool, width: int | None =
         render_table(figures, width, gpu),
         *gpu_lines(view),
         *client_lines(view),
-        *forecast_lines(view),
+        *forecast_lines(view, accuracy),
         *flag_lines(view, with_plan),
     ]
 
@@ -83,12 +84,14 @@ def client_lines(view) -> list[str]:
     return [printable(line)] if line else []
 
 
-def forecast_lines(view) -> list[str]:
+def forecast_lines(view, accuracy=None) -> list[str]:
     """The arrivals ahead, one line under the table; only with a plan (without one there is no capacity to pass,
-    and the two samples of a --once run make no trend worth a line)."""
+    and the two samples of a --once run make no trend worth a line). With a history file (`accuracy`), each
+    horizon's past error and a second line saying what the ± is."""
     if view is None or view.plan is None or view.forecast is None:
         return []
-    return [forecast_line(view.forecast)]
+    legend = accuracy_legend(accuracy)
+    return [forecast_line(view.forecast, accuracy), *([legend] if legend else [])]
 
 
 def flag_lines(view, with_plan: bool) -> list[str]:

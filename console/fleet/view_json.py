@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from console.ahead.accuracy import ForecastAccuracy
 from console.ahead.forecast import HORIZONS_MINUTES, Forecast
 from console.fleet.client import client_json
 from console.fleet.gpus import ReplicaGpu
@@ -112,13 +113,16 @@ def _rounded(value: float | None, digits: int) -> float | None:
     return None if value is None or not math.isfinite(value) else round(value, digits)
 
 
-def forecast_json(forecast: Forecast | None) -> dict:
+def forecast_json(forecast: Forecast | None, accuracy: ForecastAccuracy | None = None) -> dict:
     """Arrivals ahead (console.ahead.forecast): the same keys whether or not there is a forecast, unknown as null.
 
     `trend_samples` says how many request-rate samples the trend rests on (`--once` has one or two, so the
     forecast leans on the plan); `basis` says what it blends: "trend+plan", "trend" (no plan), "plan" (no
-    samples) or "none".
+    samples) or "none". `backtest_mae_rps`: how wrong the forecast has been at each horizon on this fleet's
+    recorded last week (console.ahead.accuracy), null without a history file or with too little in it.
     """
+    horizons = forecast.horizon_minutes if forecast is not None else HORIZONS_MINUTES
+    backtest_mae = [_rounded(accuracy.mae_at(h), 3) if accuracy is not None else None for h in horizons]
     if forecast is None:
         nothing = [None] * len(HORIZONS_MINUTES)
         return {
@@ -132,6 +136,7 @@ def forecast_json(forecast: Forecast | None) -> dict:
             "trend_samples": 0,
             "basis": "none",
             "plan_correction": None,
+            "backtest_mae_rps": backtest_mae,
         }
     return {
         "horizon_minutes": list(forecast.horizon_minutes),
@@ -144,16 +149,22 @@ def forecast_json(forecast: Forecast | None) -> dict:
         "trend_samples": forecast.trend_samples,
         "basis": forecast.basis,
         "plan_correction": _rounded(forecast.plan_correction, 3),
+        "backtest_mae_rps": backtest_mae,
     }
 
 
 def fleet_view_json(
-    figures: FleetFigures, view: FleetView | None, plan_file: str | None, iso_time: Callable[[float], str]
+    figures: FleetFigures,
+    view: FleetView | None,
+    plan_file: str | None,
+    iso_time: Callable[[float], str],
+    accuracy: ForecastAccuracy | None = None,
 ) -> dict:
     """The figures, the plan beside them and the flags; unknown as null.
 
     `view` (a FleetView of the last poll) gives the comparisons and flags; without one (a caller
-    with figures only) they are empty. Keys are the same with or without a plan.
+    with figures only) they are empty. Keys are the same with or without a plan. `accuracy`: the
+    forecast's backtest error on the fleet's history (None: no history file read).
     """
     plan = view.plan if view is not None else None
     gpu = view.gpu if view is not None else None
@@ -181,7 +192,7 @@ def fleet_view_json(
         "fleet": fleet,
         "comparisons": [comparison_json(c) for c in view.comparisons] if view is not None else [],
         "flags": flags_json(view, iso_time),
-        "forecast": forecast_json(view.forecast if view is not None else None),
+        "forecast": forecast_json(view.forecast if view is not None else None, accuracy),
         # What the clients saw through the fleet's gateways (console.fleet.client); null without one.
         "client": client_json(view.gateway if view is not None else None),
     }

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from console.ahead.accuracy import ForecastAccuracy
 from console.fleet.overflow import MAX_NOTES, SwitchNote, note_line, policy_words, seen_switch
 from console.fleet.plan_now import PlanNow
 from console.fleet.view import FleetView
@@ -44,6 +45,8 @@ class FleetSession:
     gateways: GatewayView | None = None  # None: none watched, or not read yet
     switches: tuple[SwitchNote, ...] = ()  # newest first: the flags panel's timeline
     error: str = ""  # why the last poll failed; "" after one that did not
+    # How wrong the forecast has been on this fleet's recorded last week (None: no history file read yet).
+    forecast_accuracy: ForecastAccuracy | None = None
     # Switches asked for here (mode, actor) that the gateways have not been seen to take yet.
     _asked: list[tuple[str, str]] = field(default_factory=list)
 

@@ -32,7 +32,16 @@ from console.store.paths import default_history_path
 from console.text import printable
 from console.tui.demo import Demo, DemoControls
 from console.tui.drivers import Driver, LiveDriver, RecordedFleetLabel, ReplayDriver
-from console.tui.messages import FrameShown, GatewaysUpdated, PolicySwitched, PollFailed, SwitchAsked, ViewUpdated
+from console.tui.forecast_accuracy import ForecastAccuracyWatch
+from console.tui.messages import (
+    ForecastAccuracyMeasured,
+    FrameShown,
+    GatewaysUpdated,
+    PolicySwitched,
+    PollFailed,
+    SwitchAsked,
+    ViewUpdated,
+)
 from console.tui.screens.base import ConsoleScreen, local_hhmm
 from console.tui.screens.fault_screen import FaultMenu, FaultScreen
 from console.tui.screens.fleet_screen import FleetScreen
@@ -152,6 +161,8 @@ class ConsoleApp(App):
         self.clock = self.driver.now
         self.watching_since = self.clock()  # set again on mount: before a first poll, the age counts from here
         self.demo = Demo(demo, self.fleets[0].name, recorder, self.clock) if demo is not None else None
+        # How wrong the forecast has been on each fleet: the history file backtested off the UI thread.
+        self.forecast_accuracy = ForecastAccuracyWatch(self)
         if theme:
             self.theme = theme
 
@@ -183,6 +194,7 @@ class ConsoleApp(App):
         self.push_screen(OverviewScreen() if len(self.sessions) > 1 else FleetScreen(self.sessions[0]))
         self.watching_since = self.clock()  # before a fleet's first poll, its figures' age counts from here
         self.driver.start(self)
+        self.forecast_accuracy.start()
         self.set_interval(1.0, self._redraw)  # the data age moves even when the figures do not
         self.set_interval(1.0, self._watch_recorder)
         self._hangup_before = _on_hangup(self)
@@ -239,6 +251,10 @@ class ConsoleApp(App):
     def on_policy_switched(self, message: PolicySwitched) -> None:
         self.sessions[message.index].switched(message.outcome)
         self.driver.poll_now()  # the header and the panel show what the gateways now enforce
+        self._redraw()
+
+    def on_forecast_accuracy_measured(self, message: ForecastAccuracyMeasured) -> None:
+        self.sessions[message.index].forecast_accuracy = message.accuracy
         self._redraw()
 
     def on_poll_failed(self, message: PollFailed) -> None:

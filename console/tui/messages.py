@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
+from console.ahead.accuracy import ForecastAccuracy
 from console.fleet.overflow import SwitchNote
 from console.fleet.view import FleetView
 from console.live.gateways import GatewayView
@@ -31,6 +32,15 @@ class GatewaysUpdated(Message):
         super().__init__()
         self.index = index
         self.view = view
+
+
+class ForecastAccuracyMeasured(Message):
+    """The history file was backtested: how wrong one fleet's forecast has been (None: the file could not be read)."""
+
+    def __init__(self, index: int, accuracy: ForecastAccuracy | None) -> None:
+        super().__init__()
+        self.index = index
+        self.accuracy = accuracy
 
 
 class PollFailed(Message):

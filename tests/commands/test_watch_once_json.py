@@ -144,6 +144,7 @@ FORECAST_KEYS = [
     "trend_samples",
     "basis",
     "plan_correction",
+    "backtest_mae_rps",
 ]
 
 

@@ -8,8 +8,9 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import Footer, Static
 
+from console.ahead.accuracy import ForecastAccuracy
 from console.ahead.forecast import Forecast
-from console.ahead.words import forecast_line
+from console.ahead.words import accuracy_legend, forecast_line
 from console.live.session import FleetSession
 from console.plan.model import DAYS, Plan
 from console.plan.report import render
@@ -38,14 +39,15 @@ def week_grid(replicas_by_hour: tuple[tuple[int, ...], ...], now: tuple[int, int
     return text
 
 
-def forecast_text(forecast: Forecast | None) -> Text:
+def forecast_text(forecast: Forecast | None, accuracy: ForecastAccuracy | None = None) -> Text:
     """The arrivals ahead in words (as `watch --once` prints them), and a sparkline of the next half hour
-    against the capacity of the replicas up (a full bar is that capacity, or the forecast's top above it)."""
+    against the capacity of the replicas up (a full bar is that capacity, or the forecast's top above it).
+    With a history file (`accuracy`), each horizon's past error on this fleet and a line saying what ± is."""
     text = Text(no_wrap=True, overflow="ellipsis")
     if forecast is None:
         text.append("forecast: waiting for the first poll\n")
         return text
-    text.append(forecast_line(forecast))
+    text.append(forecast_line(forecast, accuracy))
     known = [v for v in forecast.by_minute if v is not None]
     if known:
         top = max([*known, forecast.capacity_rps or 0.0])
@@ -54,6 +56,9 @@ def forecast_text(forecast: Forecast | None) -> Text:
         text.append(f"  full bar {top:.1f} rps")
         if forecast.capacity_rps is not None:
             text.append(f"; the replicas up carry {forecast.capacity_rps:.1f}")
+    legend = accuracy_legend(accuracy)
+    if legend:
+        text.append("\n" + legend, style="dim")
     text.append("\n")
     return text
 
@@ -68,7 +73,7 @@ class PlanScreen(ConsoleScreen):
         self.plan = plan
         self._report: str | None = None
         self._shown_now: tuple[int, int] | bool | None = False
-        self._shown_forecast: Forecast | bool | None = False
+        self._shown_forecast: tuple[Forecast | None, ForecastAccuracy | None] | None = None
 
     def compose(self):
         yield ConsoleHeader()
@@ -82,10 +87,10 @@ class PlanScreen(ConsoleScreen):
         self.query_one(ConsoleHeader).show(self.app.header_info(self.session))
         view = self.session.view
         now = (view.plan.weekday, view.plan.hour) if view and view.plan else None
-        forecast = view.forecast if view is not None else None
+        forecast = (view.forecast if view is not None else None, self.session.forecast_accuracy)
         if forecast != self._shown_forecast:
             self._shown_forecast = forecast
-            self.query_one("#forecast", Static).update(forecast_text(forecast))
+            self.query_one("#forecast", Static).update(forecast_text(*forecast))
         if now != self._shown_now:
             self._shown_now = now
             self.query_one("#week", Static).update(week_grid(schedule(self.plan).replicas_by_hour, now))
