@@ -360,7 +360,7 @@ class Engine:
                 observer.on_first_token(request)
             elif request.last_token == step.start:
                 in_rhythm += 1
-            else:
+            elif request.last_token is not None:  # always, after a first token
                 observer.on_inter_token(end - request.last_token, 1)
             request.last_token = end
             updated[id(request)] = request

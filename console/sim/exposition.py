@@ -10,8 +10,10 @@ labels sorted by name, floats written as Go writes them.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
+from typing import Generic, Protocol, TypeVar
 
 INF = float("inf")
 
@@ -47,14 +49,19 @@ def format_labels(labels: dict[str, str]) -> str:
     return "{" + ",".join(f'{key}="{_escape_label(labels[key])}"' for key in sorted(labels)) + "}"
 
 
-class _Family:
+_Child = TypeVar("_Child")
+
+
+class _Family(ABC, Generic[_Child]):
+    """One metric family; its children (one per label set) are all of the family's own kind."""
+
     kind = ""
 
     def __init__(self, name: str, documentation: str, labelnames: Sequence[str] = ()):
         self.name = name
         self.documentation = _escape_help(documentation)
         self.labelnames = tuple(labelnames)
-        self._children: dict[tuple[str, ...], object] = {}
+        self._children: dict[tuple[str, ...], _Child] = {}
         self._created: dict[tuple[str, ...], float] = {}
 
     def _key(self, labels: dict[str, str]) -> tuple[str, ...]:
@@ -74,14 +81,18 @@ class _Family:
             lines.append(f"{name}_created{format_labels(self._labels(key))} {format_float(created)}\n")
         return "".join(lines)
 
+    @abstractmethod
+    def render(self) -> str:
+        """The family's lines in text format 0.0.4."""
 
-class Counter(_Family):
+
+class Counter(_Family["CounterChild"]):
     def child(self, created: float, **labels: str) -> CounterChild:
         key = self._key(labels)
         if key not in self._children:
             self._children[key] = CounterChild()
             self._created[key] = created
-        return self._children[key]  # type: ignore[return-value]  # each family holds children of its own kind
+        return self._children[key]
 
     def render(self) -> str:
         total = f"{self.name}_total"
@@ -103,12 +114,12 @@ class CounterChild:
         self.value += amount
 
 
-class Gauge(_Family):
+class Gauge(_Family["GaugeChild"]):
     def child(self, **labels: str) -> GaugeChild:
         key = self._key(labels)
         if key not in self._children:
             self._children[key] = GaugeChild()
-        return self._children[key]  # type: ignore[return-value]  # each family holds children of its own kind
+        return self._children[key]
 
     def render(self) -> str:
         lines = [self._header(self.name, "gauge")]
@@ -127,7 +138,7 @@ class GaugeChild:
         self.value = float(value)
 
 
-class Histogram(_Family):
+class Histogram(_Family["HistogramChild"]):
     def __init__(self, name: str, documentation: str, labelnames: Sequence[str], buckets: Iterable[float]):
         super().__init__(name, documentation, labelnames)
         bounds = sorted(float(b) for b in buckets)
@@ -140,7 +151,7 @@ class Histogram(_Family):
         if key not in self._children:
             self._children[key] = HistogramChild(self.bounds)
             self._created[key] = created
-        return self._children[key]  # type: ignore[return-value]  # each family holds children of its own kind
+        return self._children[key]
 
     def render(self) -> str:
         lines = [self._header(self.name, "histogram")]
@@ -175,11 +186,18 @@ class HistogramChild:
         return sum(self.counts)
 
 
+class _Renders(Protocol):
+    def render(self) -> str: ...
+
+
+_AnyFamily = TypeVar("_AnyFamily", bound=_Renders)
+
+
 class Registry:
     def __init__(self) -> None:
-        self.families: list[_Family] = []
+        self.families: list[_Renders] = []
 
-    def register(self, family):
+    def register(self, family: _AnyFamily) -> _AnyFamily:
         self.families.append(family)
         return family
 

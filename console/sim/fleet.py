@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from console.fleet.gpus import ReplicaAddress
 from console.plan.model import Plan
@@ -26,6 +27,9 @@ from console.sim.server import HOST, ReplicaServer
 from console.sim.shape import ReplicaShape, replica_shape
 from console.sim.traffic import HttpTarget, LengthSampler, Target, TrafficGenerator, week_label
 from console.targets import target_name
+
+if TYPE_CHECKING:
+    import aiohttp
 
 TRAFFIC_MODES = ("inprocess", "http", "off")
 # A simulated day lasts five minutes by default.
@@ -74,16 +78,13 @@ class SimFleet:
             )
             for i in range(replicas)
         ]
-        self._generator_args = dict(
-            time_scale=speed,
-            rps_scale=rps_scale,
-            burstiness=burstiness,
-            start_week_seconds=start_week_seconds,
-            seed=seed,
-        )
+        self.speed = speed
+        self.rps_scale = rps_scale
+        self.burstiness = burstiness
+        self.start_week_seconds = start_week_seconds
         self.traffic: TrafficGenerator | None = None
         self._traffic_task: asyncio.Task | None = None
-        self._session = None
+        self._session: aiohttp.ClientSession | None = None
         self._http_targets: list[HttpTarget] = []
 
     # ---- addresses ----
@@ -119,8 +120,7 @@ class SimFleet:
             for replica in self.replicas:
                 await replica.start()
             targets = await self._targets()
-            max_len = min(self.shape.max_model_len, self.shape.kv_capacity_tokens)
-            self.traffic = TrafficGenerator(self.plan.workloads, targets, max_len, **self._generator_args)
+            self.traffic = self._generator(targets)
             if self.mode != "off":
                 self._traffic_task = asyncio.create_task(self.traffic.run(), name="sim-traffic")
         except BaseException:
@@ -128,7 +128,7 @@ class SimFleet:
             raise
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def send_traffic_to(self, url: str) -> None:
@@ -148,10 +148,22 @@ class SimFleet:
             connector=aiohttp.TCPConnector(limit=0),
         )
         self._http_targets = [HttpTarget(url, self._session, model=self.shape.model_name)]
-        max_len = min(self.shape.max_model_len, self.shape.kv_capacity_tokens)
-        self.traffic = TrafficGenerator(self.plan.workloads, self._http_targets, max_len, **self._generator_args)
+        self.traffic = self._generator(self._http_targets)
         self.mode = "http"
         self._traffic_task = asyncio.create_task(self.traffic.run(), name="sim-traffic")
+
+    def _generator(self, targets: Sequence[Target]) -> TrafficGenerator:
+        """The plan's traffic onto `targets`, at this fleet's speed, scale, burstiness and start."""
+        return TrafficGenerator(
+            self.plan.workloads,
+            targets,
+            min(self.shape.max_model_len, self.shape.kv_capacity_tokens),
+            time_scale=self.speed,
+            rps_scale=self.rps_scale,
+            burstiness=self.burstiness,
+            start_week_seconds=self.start_week_seconds,
+            seed=self.seed,
+        )
 
     async def _targets(self) -> Sequence[Target]:
         if self.mode != "http":
@@ -198,6 +210,8 @@ class SimFleet:
     # ---- controls ----
 
     def spike(self, factor: float, seconds: float) -> None:
+        if self.traffic is None:
+            raise RuntimeError("the fleet sends no traffic before it starts")
         self.traffic.spike(factor, seconds)
 
     def _replica(self, index: int) -> ReplicaServer:

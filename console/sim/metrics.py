@@ -12,9 +12,10 @@ decode time over tokens after the first.
 from __future__ import annotations
 
 import platform
+from collections.abc import Iterable, Sequence
 
 from console.sim.engine import Engine, EngineObserver, SimRequest
-from console.sim.exposition import Counter, Gauge, Histogram, Registry
+from console.sim.exposition import Counter, Gauge, Histogram, HistogramChild, Registry
 from console.sim.shape import ReplicaShape
 
 TTFT_BUCKETS = (
@@ -94,7 +95,8 @@ VLLM_VERSION = "0.32.0"
 
 def build_1_2_5_buckets(max_value: int) -> list[int]:
     """vLLM's request-size buckets: 1, 2, 5, 10, 20, 50, ... up to max_value."""
-    buckets, exponent = [], 0
+    buckets: list[int] = []
+    exponent = 0
     while True:
         for mantissa in (1, 2, 5):
             value = mantissa * 10**exponent
@@ -165,13 +167,13 @@ class VllmMetrics(EngineObserver):
         names = ("engine", "model_name")  # label names; values in `labels`
         t = created
 
-        def counter(name, text, extra=()):
+        def counter(name: str, text: str, extra: Sequence[str] = ()) -> Counter:
             return registry.register(Counter(name, text, (*names, *extra)))
 
-        def gauge(name, text, extra=()):
+        def gauge(name: str, text: str, extra: Sequence[str] = ()) -> Gauge:
             return registry.register(Gauge(name, text, (*names, *extra)))
 
-        def histogram(name, text, buckets):
+        def histogram(name: str, text: str, buckets: Iterable[float]) -> HistogramChild:
             return registry.register(Histogram(name, text, names, buckets)).child(t, **labels)
 
         python = registry.register(
@@ -339,7 +341,9 @@ class VllmMetrics(EngineObserver):
         )
         # An Info stand-in: every CacheConfig field as a label, plus engine (no model_name).
         config = {**cache_config_labels(shape, max_model_len, kv_dtype), "engine": engine_index}
-        info = registry.register(Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", config))
+        info = registry.register(
+            Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", tuple(config))
+        )
         info.child(**config).set(1)
         self.http_requests = registry.register(
             Counter(
@@ -359,7 +363,9 @@ class VllmMetrics(EngineObserver):
         self.prefix_hits.inc(hits)
 
     def on_first_token(self, request: SimRequest) -> None:
-        self.ttft.observe(request.first_token - request.arrival)
+        ttft = request.ttft
+        assert ttft is not None, "the engine stamps the first token before this hook"
+        self.ttft.observe(ttft)
         # vLLM counts a request's prompt once, when its prefill first completes (not again on recompute).
         self.prompt_tokens.inc(request.prompt_tokens)
         self.prompt_computed.inc(request.prompt_tokens - request.cached_tokens)
@@ -374,7 +380,9 @@ class VllmMetrics(EngineObserver):
         self.preemptions.inc()
 
     def on_finished(self, request: SimRequest) -> None:
-        self.success[request.finished_reason].inc()
+        reason, finished_at = request.finished_reason, request.finished_at
+        assert reason is not None and finished_at is not None, "the engine stamps the finish before this hook"
+        self.success[reason].inc()
         if request.finished_reason in ("abort", "error") and request.first_token is None:
             return
         self.request_prompt_tokens.observe(request.prompt_tokens)
@@ -385,9 +393,9 @@ class VllmMetrics(EngineObserver):
         self.prefill_kv_computed.observe(request.prompt_tokens - request.cached_tokens)
         self.num_preemptions.observe(request.preemptions)
         scheduled = request.first_scheduled if request.first_scheduled is not None else request.arrival
-        first = request.first_token if request.first_token is not None else request.finished_at
-        last = request.last_token if request.last_token is not None else request.finished_at
-        self.e2e.observe(request.finished_at - request.arrival)
+        first = request.first_token if request.first_token is not None else finished_at
+        last = request.last_token if request.last_token is not None else finished_at
+        self.e2e.observe(finished_at - request.arrival)
         self.queue.observe(scheduled - request.arrival)
         self.inference.observe(last - scheduled)
         self.prefill.observe(first - scheduled)

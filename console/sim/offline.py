@@ -44,7 +44,11 @@ class OfflineRun:
 
     def mean_stream_tokens_per_second(self, warmup: float) -> float:
         """Per-stream decode speed: 1 / mean per-request TPOT over requests with more than one token."""
-        tpots = [r.tpot for r in self.after(warmup) if r.generated > 1 and r.finished_reason != "abort"]
+        tpots = [
+            tpot
+            for r in self.after(warmup)
+            if r.generated > 1 and r.finished_reason != "abort" and (tpot := r.tpot) is not None
+        ]
         return len(tpots) / sum(tpots)
 
     def goodput_share(self, targets: Targets, warmup: float, arrived_before: float) -> float:
@@ -56,14 +60,7 @@ class OfflineRun:
         total = len(window) + sum(1 for r in self.unfinished if warmup <= r.arrival < arrived_before)
         if total == 0:
             return 1.0
-        good = sum(
-            1
-            for r in window
-            if r.finished_reason in ("stop", "length")
-            and r.ttft <= targets.ttft_p95_seconds
-            and r.tpot <= targets.tpot_p95_seconds
-            and (targets.e2e_p95_seconds is None or r.e2e <= targets.e2e_p95_seconds)
-        )
+        good = sum(1 for r in window if _within_targets(r, targets))
         return good / total
 
     @property
@@ -114,3 +111,15 @@ def run(
         result.submitted += 1
     advance_to(until)
     return result
+
+
+def _within_targets(request: SimRequest, targets: Targets) -> bool:
+    """Finished in full (stop or length; such a request has its TTFT, TPOT and end-to-end time) within targets."""
+    ttft, tpot, e2e = request.ttft, request.tpot, request.e2e
+    if request.finished_reason not in ("stop", "length") or ttft is None or tpot is None or e2e is None:
+        return False
+    return (
+        ttft <= targets.ttft_p95_seconds
+        and tpot <= targets.tpot_p95_seconds
+        and (targets.e2e_p95_seconds is None or e2e <= targets.e2e_p95_seconds)
+    )

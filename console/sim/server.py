@@ -21,7 +21,7 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
@@ -99,7 +99,7 @@ def _error(message: str, status: int = 400) -> web.Response:
     return web.json_response(body, status=status)
 
 
-def count_prompt_tokens(prompt) -> int:
+def count_prompt_tokens(prompt: object) -> int:
     if isinstance(prompt, str):
         return max(1, len(prompt.split()))
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
@@ -109,7 +109,7 @@ def count_prompt_tokens(prompt) -> int:
     raise BadRequest("prompt must be a string, a list of token ids, or a list holding one of these")
 
 
-def count_chat_tokens(messages) -> int:
+def count_chat_tokens(messages: object) -> int:
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages must be a non-empty list")
     total = 0
@@ -180,6 +180,17 @@ class ReplicaServer(Target):
 
     def now(self) -> float:
         return self._clock() if self._clock else asyncio.get_running_loop().time()
+
+    def _started_engine(self) -> Engine:
+        """The engine, made by the first `start` (kept after a stop, so its last state still shows)."""
+        if self.engine is None:
+            raise RuntimeError(f"replica {self.index} has not started")
+        return self.engine
+
+    def _started_metrics(self) -> VllmMetrics:
+        if self.metrics is None:
+            raise RuntimeError(f"replica {self.index} has not started")
+        return self.metrics
 
     async def start(self) -> None:
         """Start as a fresh process would: new engine, counters at zero, a new start time."""
@@ -274,7 +285,7 @@ class ReplicaServer(Target):
     # ---- the engine pump ----
 
     async def _run_pump(self) -> None:
-        engine = self.engine
+        engine = self._started_engine()
         while True:
             self._catch_up()
             following = engine.next_event_time()
@@ -289,15 +300,15 @@ class ReplicaServer(Target):
 
     def _catch_up(self) -> None:
         """Run the engine to now and wake the clients whose requests moved."""
-        for request in self.engine.advance(self.now(), max_work=MAX_WORK_PER_WAKE):
+        for request in self._started_engine().advance(self.now(), max_work=MAX_WORK_PER_WAKE):
             waiter = request.tag
-            if waiter is not None:
+            if isinstance(waiter, asyncio.Event):  # None for in-process traffic: nobody waits
                 waiter.set()
 
     def _submit(self, prompt: int, answer: int, max_tokens: int, kind: str, waiter: asyncio.Event | None) -> SimRequest:
         self._ids += 1
         request = SimRequest(f"{self.index}-{self._ids}", prompt, answer, max_tokens, self.now(), kind=kind, tag=waiter)
-        self.engine.submit(request)
+        self._started_engine().submit(request)
         self._wake.set()
         return request
 
@@ -313,7 +324,7 @@ class ReplicaServer(Target):
         return self.engine is not None and self.engine.num_waiting >= MAX_WAITING
 
     def send(self, prompt: int, answer: int, max_tokens: int, kind: str) -> bool:
-        if not self.up() or self.queue_full() or self.engine.validate(prompt, max_tokens):
+        if not self.up() or self.queue_full() or self._started_engine().validate(prompt, max_tokens):
             return False
         self._submit(prompt, answer, max_tokens, kind, None)
         return True
@@ -321,7 +332,7 @@ class ReplicaServer(Target):
     # ---- HTTP ----
 
     def _count(self, handler: str, method: str, status: int) -> None:
-        self.metrics.count_http(handler, method, status, time.time())
+        self._started_metrics().count_http(handler, method, status, time.time())
 
     def _answer_length(self, body: dict, max_tokens: int) -> int:
         if body.get("ignore_eos"):
@@ -349,8 +360,9 @@ class ReplicaServer(Target):
                 raise BadRequest("only n=1 is simulated")
             limit = body.get("max_completion_tokens") if chat else None
             limit = limit or body.get("max_tokens")
-            max_tokens = int(limit) if limit is not None else self.engine.max_model_len - prompt
-            problem = self.engine.validate(prompt, max_tokens)
+            engine = self._started_engine()
+            max_tokens = int(limit) if limit is not None else engine.max_model_len - prompt
+            problem = engine.validate(prompt, max_tokens)
             if problem:
                 raise BadRequest(problem)
         except (BadRequest, ValueError, TypeError) as error:
@@ -430,7 +442,15 @@ class ReplicaServer(Target):
         self._count(handler, "POST", 200)
         return web.json_response(body)
 
-    async def _stream(self, http, request, waiter, chat: bool, usage_wanted: bool, handler: str):
+    async def _stream(
+        self,
+        http: web.Request,
+        request: SimRequest,
+        waiter: asyncio.Event,
+        chat: bool,
+        usage_wanted: bool,
+        handler: str,
+    ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(http)
         self._count(handler, "POST", 200)
@@ -464,10 +484,20 @@ class ReplicaServer(Target):
             self.streams -= 1
         return response
 
-    async def _send_stream(self, request, waiter, chat, usage_wanted, emit, choice, response) -> None:
+    async def _send_stream(
+        self,
+        request: SimRequest,
+        waiter: asyncio.Event,
+        chat: bool,
+        usage_wanted: bool,
+        emit: Callable[[list[dict], dict | None], Awaitable[None]],
+        choice: Callable[[str, str | None], dict],
+        response: web.StreamResponse,
+    ) -> None:
         if chat:
             await emit(
-                [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]
+                [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}],
+                None,
             )
         sent = 0
         while True:
@@ -477,7 +507,7 @@ class ReplicaServer(Target):
                 return  # a killed server ends the stream without [DONE]
             while sent < request.generated:
                 last = request.finished and sent == request.generated - 1
-                await emit([choice(self._text(sent, sent + 1), request.finished_reason if last else None)])
+                await emit([choice(self._text(sent, sent + 1), request.finished_reason if last else None)], None)
                 sent += 1
             if request.finished:
                 break
@@ -495,7 +525,7 @@ class ReplicaServer(Target):
             "owned_by": "vllm",
             "root": self.model_name,
             "parent": None,
-            "max_model_len": self.engine.max_model_len,
+            "max_model_len": self._started_engine().max_model_len,
             "permission": [
                 {
                     "id": f"modelperm-{uuid.uuid4().hex}",
@@ -540,7 +570,7 @@ class ReplicaServer(Target):
         if fault == "metrics_garbage":
             return web.Response(status=200, text=GARBAGE_PAGE, content_type="text/plain")
         self._catch_up()  # the pump may be between ticks: show the state as of this scrape
-        text = self.metrics.render(self.engine)
+        text = self._started_metrics().render(self._started_engine())
         return web.Response(body=text.encode(), headers={"Content-Type": METRICS_CONTENT_TYPE})
 
     def gpu_page(self) -> str:

@@ -13,8 +13,12 @@ import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from console.plan.model import DAYS, TokenStats, Workload
+
+if TYPE_CHECKING:
+    import aiohttp
 
 SECONDS_PER_DAY = 86400.0
 SECONDS_PER_WEEK = 7 * SECONDS_PER_DAY
@@ -270,9 +274,15 @@ class TrafficGenerator:
 class HttpTarget(Target):
     """Sends each request as a real `/v1/completions` call (prompt as token ids, not streamed)."""
 
-    def __init__(self, url: str, session, on_done: Callable[[bool], None] | None = None, model: str = ""):
+    def __init__(
+        self,
+        url: str,
+        session: aiohttp.ClientSession,
+        on_done: Callable[[bool], None] | None = None,
+        model: str = "",
+    ):
         self.url = url
-        self.session = session  # an aiohttp.ClientSession
+        self.session = session
         self.model = model  # "" for a replica (it serves one model); a gateway checks the name
         self.in_flight = 0
         self.on_done = on_done
