@@ -37,17 +37,19 @@ class BenchImportError(UserError):
     """A file that is neither tool's result, or one whose figures cannot be read."""
 
 
-def _number(value: object, where: str, what: str, optional: bool = False) -> float | None:
-    if value is None and optional:
-        return None
+def _number(value: object, where: str, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         shown = json.dumps(value)[:40] if not isinstance(value, float) else repr(value)
         raise BenchImportError(f"{where}: {what} is {shown}; expected a finite number >= 0")
     return float(value)
 
 
+def _optional_number(value: object, where: str, what: str) -> float | None:
+    return None if value is None else _number(value, where, what)
+
+
 def _ms(value: object, where: str, what: str) -> float | None:
-    number = _number(value, where, what, optional=True)
+    number = _optional_number(value, where, what)
     return None if number is None else number / 1000.0
 
 
@@ -66,9 +68,12 @@ def _holds(step: StepSummary, targets: BenchTargets) -> bool:
 def _good_from_details(data: dict, where: str, targets: BenchTargets) -> int | None:
     """Good requests from `--save-detailed` lists, with vLLM's definitions; None when they are not there."""
     ttfts, itls, latencies, lengths = (data.get(k) for k in ("ttfts", "itls", "latencies", "output_lens"))
-    if not all(isinstance(v, list) for v in (ttfts, itls, latencies, lengths)):
+    if not (isinstance(ttfts, list) and isinstance(itls, list) and isinstance(latencies, list)):
         return None
-    errors = data.get("errors") if isinstance(data.get("errors"), list) else [""] * len(ttfts)
+    if not isinstance(lengths, list):
+        return None
+    listed_errors = data.get("errors")
+    errors = listed_errors if isinstance(listed_errors, list) else [""] * len(ttfts)
     if not len(ttfts) == len(itls) == len(latencies) == len(lengths) == len(errors):
         raise BenchImportError(
             f"{where}: ttfts, itls, latencies and output_lens differ in length; expected one per request"
@@ -138,11 +143,12 @@ def _distribution(metrics: dict, name: str, where: str) -> tuple[float | None, f
     successful = summary.get("successful") if isinstance(summary, dict) else None
     if not isinstance(successful, dict):
         raise BenchImportError(f"{where}: metrics.{name} has no 'successful' summary; expected a GuideLLM report")
-    percentiles = successful.get("percentiles") if isinstance(successful.get("percentiles"), dict) else {}
+    listed = successful.get("percentiles")
+    percentiles = listed if isinstance(listed, dict) else {}
     median = successful.get("median", percentiles.get("p50"))
     return (
-        _number(median, where, f"metrics.{name}.successful.median", optional=True),
-        _number(percentiles.get("p95"), where, f"metrics.{name}.successful.percentiles.p95", optional=True),
+        _optional_number(median, where, f"metrics.{name}.successful.median"),
+        _optional_number(percentiles.get("p95"), where, f"metrics.{name}.successful.percentiles.p95"),
     )
 
 
@@ -171,7 +177,7 @@ def guidellm_step(benchmark: dict, where: str, targets: BenchTargets) -> StepSum
     else:
         rps, _ = _distribution(metrics, "requests_per_second", where)
         mean = (metrics.get("requests_per_second") or {}).get("successful", {}).get("mean")
-        rate_rps = _number(mean, where, "requests_per_second.successful.mean", optional=True) or rps or 0.0
+        rate_rps = _optional_number(mean, where, "requests_per_second.successful.mean") or rps or 0.0
     ttft = _distribution(metrics, "time_to_first_token_ms", where)
     tpot = _distribution(metrics, "time_per_output_token_ms", where)
     itl = _distribution(metrics, "inter_token_latency_ms", where)
@@ -252,7 +258,8 @@ def import_steps(path: str | Path, targets: BenchTargets) -> tuple[str, str, lis
                 break
         return GUIDELLM, model, steps
     if isinstance(data, dict) and "completed" in data and ("request_throughput" in data or "duration" in data):
-        model = data.get("model_id") if isinstance(data.get("model_id"), str) else ""
+        model_id = data.get("model_id")
+        model = model_id if isinstance(model_id, str) else ""
         return VLLM, model, [vllm_step(data, source, targets)]
     raise BenchImportError(
         f"{source}: neither a vllm bench serve result (completed, duration, ...) nor a GuideLLM report "

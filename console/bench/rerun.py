@@ -11,6 +11,7 @@ as the sweep's steps do; console/bench/diagnosis.py concludes from the table.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
 
 from console.bench.diagnosis import BASELINE, Conclusion, Rerun, conclude, planned_changes
@@ -76,7 +77,7 @@ async def run_diagnosis(
     gpu: GpuWatch | None,
     batch_size: int | None,
     progress: Progress | None = None,
-    on_rerun=None,
+    on_rerun: Callable[[Rerun], None] | None = None,
 ) -> Conclusion | None:
     """The baseline and the four changes at `rate`, with the client open; None when stopped before the baseline."""
     chosen = PromptCycle(prompts, settings.seed).take(settings.count(rate))

@@ -16,6 +16,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from console.bench.arrivals import arrival_offsets
 from console.bench.boundary import meets_share
@@ -171,7 +172,9 @@ async def run_step(
         if tasks and not interrupted:
             # return_exceptions: a request cancelled by Ctrl+C is an outcome here, not an error to log.
             everything = asyncio.gather(*tasks, return_exceptions=True)
-            await asyncio.wait({stopper, everything}, return_when=asyncio.FIRST_COMPLETED)
+            # Futures of two result types: asyncio.wait's own parameter is a set of Future[Any].
+            first_done: set[asyncio.Future[Any]] = {stopper, everything}
+            await asyncio.wait(first_done, return_when=asyncio.FIRST_COMPLETED)
             interrupted = stop.is_set() and not all(t.done() for t in tasks)
     finally:
         stopper.cancel()

@@ -36,7 +36,7 @@ class SessionClient:
         self._session = aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False)
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
