@@ -122,10 +122,12 @@ def run(args) -> int:
 
 
 def demo_handle(sim, plan, window_seconds: float, interval_seconds: float):
-    """The console's view of a simulated fleet: the real scrape source, compared with the plan at the simulated hour."""
+    """The console's view of a simulated fleet: the real scrape source, compared with the plan at the simulated hour,
+    and each replica's GPU page (dcgm-exporter's format) read beside it, paired by the pod the page names."""
     from console.fleet.plan_now import week_time
     from console.live.setup import handle_on_urls
 
+    pages = [url for url in sim.gpu_urls if url is not None]
     # The simulated fleet runs the plan's week fast: the plan is read at the simulated hour, not the clock's.
     return handle_on_urls(
         plan.name,
@@ -134,6 +136,8 @@ def demo_handle(sim, plan, window_seconds: float, interval_seconds: float):
         window_seconds,
         interval_seconds,
         plan_clock=lambda now: week_time(sim.traffic.week_seconds()),
+        dcgm=pages,
+        pods=[(a.pod, a.namespace) for a in sim.replica_addresses()] if pages else (),
     )
 
 

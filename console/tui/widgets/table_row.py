@@ -33,7 +33,7 @@ WIDTHS = {
     "sm": 5,
     "tensor": 7,
     "dram": 5,
-    "fb": 7,
+    "fb": 8,
 }
 BADGE_WIDTH = 7
 # Severity as text as well as colour. "pend": a condition holds, inside its minimum duration; "over": a cell is
