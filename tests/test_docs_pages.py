@@ -329,17 +329,17 @@ def finished_json(process: subprocess.Popen, timeout: float = 120) -> dict:
     return json.loads(out)
 
 
-def fleet_plans(folder: Path, urls: list[str], gateway: str) -> tuple[Path, Path]:
+def fleet_plans(folder: Path, urls: list[str], gateway: str, gpu_page: str) -> tuple[Path, Path]:
     """Two plans on the simulated fleet, one replica each. The first also names a port nothing listens on, so its
     replica_down flag is pending and the pending flags' keys are printed; the second has a gateway in front, so
-    what its clients saw is printed."""
+    what its clients saw is printed, and its replica's dcgm-exporter page, so its GPU counters are."""
     text = (ROOT / SIM_PLAN).read_text()
     first = folder / "first.yaml"
     first.write_text(text + f"\nfleet: {{targets: [{urls[0]}, http://127.0.0.1:1]}}\n")
     second = folder / "second.yaml"
     second.write_text(
         text.replace("name: internal-assistant-18rps", "name: second-fleet", 1)
-        + f"\nfleet: {{targets: [{urls[1]}], gateways: [{gateway}]}}\n"
+        + f"\nfleet: {{targets: [{urls[1]}], gateways: [{gateway}], dcgm_targets: [{gpu_page}]}}\n"
     )
     return first, second
 
@@ -361,10 +361,11 @@ def printed_keys(tmp_path_factory) -> dict[str, set[str]]:
     fleet, the plans and `history` (on what `record` wrote) in-process meanwhile. A few seconds."""
     folder = tmp_path_factory.mktemp("json")
     sizes = capcon_process("plan", "plans/assistant-70b.yaml", "--json", "--sizes")  # seconds of simulation
-    sim, urls, _ = start_sim(SIM_PLAN, "--replicas", "2", "--status-every", "0")
+    sim, urls, lines = start_sim(SIM_PLAN, "--replicas", "2", "--status-every", "0")
+    gpu_page = next(m[1] for line in lines if (m := re.match(r"\s+replica 1: (http://\S+)$", line.rstrip())))
     gateway, gateway_url = start_gateway(urls[1])
     try:
-        first, second = fleet_plans(folder, urls, gateway_url)
+        first, second = fleet_plans(folder, urls, gateway_url, gpu_page)
         history = folder / "history.sqlite"
         watch = capcon_process("watch", str(first), str(second), "--once", "--json", "--interval", "0.2")
         record = capcon_process("record", str(second), "--db", str(history), "--duration", "1.5", "--interval", "1")
