@@ -12,6 +12,10 @@ the baseline), with the added milliseconds and the ratios against the direct pat
 what one admission decision costs in-process.
 
     .venv/bin/python benchmarks/bench_gateway.py [--streams 200] [--tokens 32] [--rounds 3] [--uvloop] [--vllm-router]
+        [--workers N]
+
+`--workers N` adds the gateway in pass with N worker processes on one port; its CPU is the supervisor's and the
+workers' together.
 
 Targets (issue 13): p99 added TTFT under 5 ms. `--vllm-router` also tries vllm-router 0.1.17
 (installed from PyPI into a venv under ~/.cache/capcon-bench), skipped with the reason if it
@@ -42,8 +46,14 @@ ROUTER_VERSION = "0.1.17"
 
 
 def cpu_seconds(pid: int) -> float:
+    """CPU of `pid` and of the processes it started (a gateway's --workers), living ones read from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    own = (int(fields[11]) + int(fields[12])) / TICKS
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    return own + sum(cpu_seconds(int(child)) for child in children)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -222,6 +232,9 @@ def main() -> int:
     parser.add_argument(
         "--vllm-router", action="store_true", help=f"also vllm-router {ROUTER_VERSION} (installed from PyPI)"
     )
+    parser.add_argument(
+        "--workers", type=int, default=0, help="also the gateway in pass with this many --workers (default: not run)"
+    )
     args = parser.parse_args()
 
     sim, lines = start(
@@ -257,6 +270,13 @@ def main() -> int:
             processes.append(process)
             paths[name] = (re.search(r"listening on (http://\S+)", "\n".join(out))[1], process.pid)
         skipped = []
+        if args.workers > 1:
+            name = f"gateway pass, {args.workers} workers"
+            process, out = start(
+                gateway_argv + ["--mode", "pass", "--loop", "asyncio", "--workers", str(args.workers)], "Ctrl+C"
+            )
+            processes.append(process)
+            paths[name] = (re.search(r"listening on (http://\S+)", "\n".join(out))[1], process.pid)
         if args.uvloop:
             try:
                 import uvloop  # noqa: F401 - only whether it imports
