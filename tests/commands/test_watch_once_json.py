@@ -231,3 +231,36 @@ async def test_watch_once_json_against_a_served_fleet_gives_the_forecast(tmp_pat
     assert text_code == 0, text_err
     [line] = [line for line in text.splitlines() if line.startswith("forecast: 5 min ")]
     assert " · 15 min " in line and " · 30 min " in line and ("saturation" in line)
+
+
+async def test_watch_once_with_a_history_file_quotes_the_forecasts_past_error(tmp_path):
+    """`--db FILE` holding an hour of the fleet's minutes: `backtest_mae_rps` has one error per horizon (the text,
+    too little history and no file are tested in-process: tests/ahead/test_forecast_accuracy.py)."""
+    import time
+
+    import yaml
+
+    from tests.ahead.test_forecast_accuracy import write_history
+    from tests.commands.test_watch_once import (
+        REPO,
+        V032_SMALL_KV,
+        capcon,
+        loaded_page,
+        pages_in_turn,
+        sample_text,
+        serve,
+    )
+
+    base = sample_text(V032_SMALL_KV)
+    plan = yaml.safe_load((REPO / "plans" / "chat-8b-l40s.yaml").read_text())
+    history = tmp_path / "h.sqlite"
+    write_history(history, 60, end=time.time(), fleet=plan["name"])
+    async with serve(pages_in_turn(base, loaded_page(base, 5))) as one:
+        plan["fleet"] = {"targets": [one]}
+        path = tmp_path / "plan.yaml"
+        path.write_text(yaml.safe_dump(plan))
+        code, out, err = await capcon("watch", str(path), "--once", "--json", "--interval", "0.3", "--db", str(history))
+    assert code == 0, err
+    errors = json.loads(out)["forecast"]["backtest_mae_rps"]
+    # b holds 1 req/s, a ramps 0.05 req/s a minute: the forecast is off by well under a request a second.
+    assert len(errors) == 3 and all(e is not None and 0 <= e < 1 for e in errors)
