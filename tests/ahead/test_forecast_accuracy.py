@@ -7,6 +7,8 @@ import json
 import sqlite3
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from console.ahead.accuracy import REACH_SECONDS, ForecastAccuracy, accuracy_of
 from console.ahead.backtest import Minute, backtest, needed_minutes
@@ -168,3 +170,17 @@ def test_reading_does_not_wait_for_a_writer_holding_the_file(tmp_path):
         writer.execute("ROLLBACK")
         writer.close()
     assert found is not None and found.known and found.minutes == 60
+
+
+maes = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True))
+
+
+@given(st.tuples(maes, maes, maes), st.integers(min_value=0, max_value=10**7))
+@settings(max_examples=200, deadline=None)
+def test_any_figure_the_backtest_could_give_reads_as_words_and_strict_json(mae, minutes):
+    found = accuracy(mae, minutes)
+    line = forecast_line(AHEAD, found)
+    assert "nan" not in line and "inf" not in line and line.count("±") <= 3
+    document = json.loads(_dumps({"forecast": forecast_json(AHEAD, found)}))  # strict: no NaN or Infinity
+    assert all(v is None or isinstance(v, float) for v in document["forecast"]["backtest_mae_rps"])
+    assert accuracy_legend(found) is not None
