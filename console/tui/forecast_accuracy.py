@@ -27,8 +27,8 @@ class ForecastAccuracyWatch:
 
     @property
     def path(self) -> str | None:
-        recorder = self.app.recorder
-        return str(recorder.path) if recorder is not None and getattr(recorder, "path", "") else None
+        path = getattr(self.app.recorder, "path", None)  # None: not recording
+        return str(path) if path else None
 
     def start(self) -> None:
         if self.path is None or not isinstance(self.app.driver, LiveDriver):
