@@ -14,10 +14,13 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NoReturn, TypeAlias, overload
 
 from console.errors import UserError
 from console.plan.limits import number as shown_number
+from console.text import bounded_line
 
 # Longer than any path (PATH_MAX is 4,096 bytes), address or name a verb takes.
 MAX_WORD_CHARACTERS = 4096
@@ -25,6 +28,17 @@ _SURROGATE = re.compile("[\ud800-\udfff]")  # what Python makes of bytes that ar
 _SHOWN_BYTES = 60
 
 DAY = 86400.0
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Argument errors in one line, pointing at --help, instead of the whole usage block first."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {bounded_line(message)} (see {self.prog} --help)\n")
+
+
+# What `capcon` hands each verb's `add_parser`: its sub-parsers, every one a OneLineParser.
+SubParsers: TypeAlias = "argparse._SubParsersAction[OneLineParser]"
 
 
 @dataclass(frozen=True)
@@ -47,7 +61,7 @@ OPTION_LIMITS: dict[str, OptionLimit] = {
 }
 
 
-def check_option_limits(args) -> None:
+def check_option_limits(args: argparse.Namespace) -> None:
     """UserError for the first common option that is not a positive finite number within its bound."""
     for dest, limit in OPTION_LIMITS.items():
         value = getattr(args, dest, None)
@@ -91,8 +105,6 @@ def check_words(argv: list[str]) -> None:
     the history as they are.
     """
     for index, word in enumerate(argv):
-        if not isinstance(word, str):
-            continue
         if _SURROGATE.search(word):
             raise UserError(
                 f"{_which(argv, index)} is not UTF-8 text: {shown_bytes(word)}; "
@@ -116,14 +128,34 @@ def check_words(argv: list[str]) -> None:
             )
 
 
-def bounded(kind, low: float, high: float, words: str, *, low_open: bool = True, low_words: str | None = None):
+@overload
+def bounded(
+    kind: type[int], low: float, high: float, words: str, *, low_open: bool = True, low_words: str | None = None
+) -> Callable[[str], int]: ...
+
+
+@overload
+def bounded(
+    kind: type[float], low: float, high: float, words: str, *, low_open: bool = True, low_words: str | None = None
+) -> Callable[[str], float]: ...
+
+
+def bounded(
+    kind: type[int] | type[float],
+    low: float,
+    high: float,
+    words: str,
+    *,
+    low_open: bool = True,
+    low_words: str | None = None,
+) -> Callable[[str], float]:
     """An argparse `type=` reading `kind` (int or float) within low..high (`low_open`: low itself refused).
 
     A word that is no number keeps argparse's own "invalid float value: 'x'"; one out of bounds reads
     "'1e9': expected at most 3600 seconds (an hour)"; nan and inf are out of bounds.
     """
 
-    def parse(text: str):
+    def parse(text: str) -> float:
         shown = repr(text) if len(text) <= 40 else f"{text[:40]!r}… ({len(text):,} characters)"
         try:
             value = kind(text)

@@ -6,8 +6,10 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Sequence
+from typing import NoReturn
 
-from console.args import check_option_limits, check_words
+from console.args import OneLineParser, check_option_limits, check_words
 from console.errors import UserError
 from console.text import bounded_line
 
@@ -33,26 +35,33 @@ VERBS = (
 DASH_VALUE_OPTIONS = ("--from", "--to", "--keep-raw", "--keep-minutes")
 
 
-class OneLineParser(argparse.ArgumentParser):
-    """Argument errors in one line, pointing at --help, instead of the whole usage block first."""
+class CommandLineParser(OneLineParser):
+    """`capcon`'s own parser, which keeps each verb's parser to name it in a refusal."""
 
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: {bounded_line(message)} (see {self.prog} --help)\n")
+    def __init__(self, prog: str, description: str, epilog: str) -> None:
+        super().__init__(prog=prog, description=description, epilog=epilog)
+        self.verb_parsers: dict[str, argparse.ArgumentParser] = {}
 
 
 class _Version(argparse.Action):
     """argparse's version action, reading the package metadata only when asked (not on every run)."""
 
-    def __init__(self, option_strings, dest, **kwargs):
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:  # noqa: A002 - argparse's name
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> NoReturn:
         print(f"capcon {installed_version()}")  # stdout, as `--version` of other tools: `capcon --version | cut ...`
         parser.exit(0)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
+def build_parser() -> CommandLineParser:
+    parser = CommandLineParser(
         prog="capcon",
         description=(
             "capcon: a terminal console for self-hosted vLLM fleets. It sizes a fleet from a "
@@ -62,7 +71,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_Version, help="print capcon's version (capcon X.Y.Z) and exit")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True, parser_class=OneLineParser)
-    parser.verb_parsers = {}
     for verb in VERBS:
         module = importlib.import_module(f"console.commands.{verb}")
         parser.verb_parsers[verb] = module.add_parser(sub)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 import time
 from bisect import bisect_right
-from datetime import datetime
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from datetime import datetime, tzinfo
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 from zoneinfo import ZoneInfo
 
+from console.args import SubParsers
 from console.commands.history_import import add_import_options, check_not_import, run_import
 from console.errors import UserError
 from console.fleet import format as fmt
@@ -33,6 +37,7 @@ from console.when import format_when, iso_when, local_zone, parse_when, zone_nam
 
 if TYPE_CHECKING:
     from console.fleet.week_fit import WeekFit
+    from console.overflow.tally import DayModes
     from console.store.database import Store
 
 # SQLite, the plan reader and the estimate are imported by the steps that read them, so that
@@ -79,7 +84,7 @@ exit status: 0 shown (also "no samples from A to B", or nothing recorded yet; --
 """
 
 
-def add_parser(sub):
+def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
     parser = sub.add_parser(
         "history",
         help="recorded hours and days: busiest rps, p95s, KV, flags, load; --plan: a week against the plan",
@@ -129,7 +134,7 @@ def add_parser(sub):
 # --- shared with `capcon export` ---------------------------------------------
 
 
-def add_history_options(parser) -> None:
+def add_history_options(parser: argparse.ArgumentParser) -> None:
     # `--from -2h` reaches the option as a value: console.cli.joined_values writes it `--from=-2h`.
     parser.add_argument(
         "--db", metavar="PATH", help="the history file (default: history.sqlite in the user's data directory)"
@@ -137,7 +142,7 @@ def add_history_options(parser) -> None:
     parser.add_argument("--fleet", metavar="NAME", help="one fleet (default: every recorded fleet)")
 
 
-def default_db_path():
+def default_db_path() -> Path:
     return default_history_path()
 
 
@@ -147,14 +152,16 @@ def open_history(db: str | None) -> Store:
     return Store.open(db if db else default_db_path(), read_only=True)
 
 
-def when_option(option: str, text: str | None, default: str, now: float, zone=None) -> float:
+def when_option(option: str, text: str | None, default: str, now: float, zone: tzinfo | None = None) -> float:
     try:
         return parse_when(text if text is not None else default, now, zone)
     except ValueError as error:
         raise UserError(f"{option} {error}") from None
 
 
-def time_range(args, now: float, default_from: str, zone=None) -> tuple[float, float]:
+def time_range(
+    args: argparse.Namespace, now: float, default_from: str, zone: tzinfo | None = None
+) -> tuple[float, float]:
     start = when_option("--from", args.start, default_from, now, zone)
     end = when_option("--to", args.end, "now", now, zone)
     if not end > start:
@@ -182,6 +189,16 @@ def chosen_fleets(store: Store, name: str | None) -> list[str]:
 # --- the summary -------------------------------------------------------------
 
 
+class FleetReport(NamedTuple):
+    """One fleet's hours in the range, with the zone they are cut on and the plan they are read against."""
+
+    fleet: str
+    zone: tzinfo
+    plan: Plan | None
+    hours: list[Summary]
+    recorded: tuple[float | None, float | None]  # the fleet's first and last recorded poll
+
+
 class _Plans:
     """Recorded plan versions, parsed once each; a version this capcon cannot read counts as no plan."""
 
@@ -207,7 +224,7 @@ class _Plans:
 
 
 def hour_summaries(
-    store: Store, fleet: str, start: float, end: float, zone, plans: _Plans, file_plan: Plan | None
+    store: Store, fleet: str, start: float, end: float, zone: tzinfo, plans: _Plans, file_plan: Plan | None
 ) -> list[Summary]:
     """One summary per hour of `zone` overlapping [start, end), read an hour at a time (memory stays small)."""
     from console.store.series import minute_series, plan_id_in_force, raised_flags
@@ -244,25 +261,27 @@ def _expected(
     return plan_hour_at_clock(plan, clocks[i][1])
 
 
-def day_summaries(hours: list[Summary], start: float, end: float, zone) -> list[Summary]:
+def day_summaries(hours: list[Summary], start: float, end: float, zone: tzinfo) -> list[Summary]:
     starts = day_starts(start, end, zone)
     grouped: list[list[Summary]] = [[] for _ in starts]
     for hour in hours:
         grouped[max(bisect_right(starts, hour.start) - 1, 0)].append(hour)
     # The midnight after the last day (a day is 23 to 25 hours): a day the range cuts is partial.
     ends = starts[1:] + day_starts(starts[-1], starts[-1] + 26 * 3600.0, zone)[1:2] if starts else []
-    days = []
+    days: list[Summary] = []
     for day, day_end in zip(starts, ends):
         days.append(combine(grouped[len(days)], max(day, start), min(day_end, end), period=(day, day_end)))
     return days
 
 
-def _zone_name(zone) -> str:
+def _zone_name(zone: tzinfo) -> str:
     key = getattr(zone, "key", None)
     return key if key and key != "localtime" else "local time"
 
 
-def history_range(args, now: float, default_from: str, last: float | None, zone=None) -> tuple[float, float]:
+def history_range(
+    args: argparse.Namespace, now: float, default_from: str, last: float | None, zone: tzinfo | None = None
+) -> tuple[float, float]:
     """[start, end) to summarise. Typed times read against the real now.
 
     Without --to the range ends just after the last recorded poll (a recorder stopped yesterday
@@ -290,7 +309,7 @@ def history_range(args, now: float, default_from: str, last: float | None, zone=
 
 
 def tabulated_range(
-    start: float, end: float, spans: list[tuple[float | None, float | None]], zone
+    start: float, end: float, spans: list[tuple[float | None, float | None]], zone: tzinfo | None
 ) -> tuple[float, float, str | None]:
     """A range longer than a year is cut to what was recorded in it, with a note saying so."""
     if end - start <= LONGEST_TABULATED_SECONDS:
@@ -308,7 +327,7 @@ def tabulated_range(
     return cut_start, cut_end, note
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from console.bench.estimate import load_plan
     from console.commands.history_overflow import overflow_days
     from console.fleet.week_fit import fit_week
@@ -347,7 +366,7 @@ def run(args) -> int:
         store.close()
     if note and not args.json:
         print(f"note: {note}")
-    if compare:
+    if compare and file_plan is not None:
         fits = [(fleet, zone, hours, fit_week(hours, file_plan, zone)) for fleet, zone, _, hours, _ in reports]
         _print_fits(args, start, end, file_plan, fits, note)
         return 0
@@ -355,7 +374,15 @@ def run(args) -> int:
     return 0
 
 
-def _read(args, store: Store, now: float, default_from: str, chosen_zone, file_plan: Plan | None, compare: bool):
+def _read(
+    args: argparse.Namespace,
+    store: Store,
+    now: float,
+    default_from: str,
+    chosen_zone: tzinfo | None,
+    file_plan: Plan | None,
+    compare: bool,
+) -> tuple[list[FleetReport], float, float, str | None, _Plans]:
     """Everything the summary shows, read from the file: (reports, start, end, note, plans)."""
     from console.store.series import plan_id_in_force, recorded_end, recorded_span
 
@@ -365,13 +392,14 @@ def _read(args, store: Store, now: float, default_from: str, chosen_zone, file_p
     spans = [(recorded_span(store, f)[0], recorded_end(store, f)) for f in fleets]
     start, end, note = tabulated_range(start, end, spans, chosen_zone)
     plans = _Plans(store)
-    reports = []
+    reports: list[FleetReport] = []
     for fleet in fleets:
         recorded = plans.get(plan_id_in_force(store, fleet, start, end))
         plan = file_plan or recorded
         # With no plan in the range, the fleet's latest plan still names the clock its hours are read on.
         clock = plan or plans.get(plan_id_in_force(store, fleet, -math.inf, math.inf))
-        if compare:
+        zone: tzinfo
+        if compare and file_plan is not None:
             zone = ZoneInfo(file_plan.timezone)  # the week is cut on the plan's own clock
         elif chosen_zone is not None:
             zone = chosen_zone
@@ -379,11 +407,11 @@ def _read(args, store: Store, now: float, default_from: str, chosen_zone, file_p
             zone = ZoneInfo(clock.timezone) if clock is not None else local_zone()
         hours = hour_summaries(store, fleet, start, end, zone, plans, file_plan)
         first, last = recorded_span(store, fleet)
-        reports.append((fleet, zone, plan, hours, (first, last)))
+        reports.append(FleetReport(fleet, zone, plan, hours, (first, last)))
     return reports, start, end, note, plans
 
 
-def _backtest(args, now: float, chosen_zone, file_plan: Plan | None) -> int:
+def _backtest(args: argparse.Namespace, now: float, chosen_zone: tzinfo | None, file_plan: Plan | None) -> int:
     """`--backtest`: the forecast walked over the recorded arrivals of each fleet (console.ahead.backtest)."""
     from console.commands import history_backtest as bt
     from console.store.database import reading_errors
@@ -420,7 +448,7 @@ def _backtest(args, now: float, chosen_zone, file_plan: Plan | None) -> int:
     return 0
 
 
-def _salvage(args) -> int:
+def _salvage(args: argparse.Namespace) -> int:
     """`--salvage NEW`: every row still readable in the (damaged) history, into a new history file."""
     from pathlib import Path
 
@@ -449,10 +477,10 @@ def _salvage(args) -> int:
     return 0
 
 
-def _print_nothing_recorded(args, path, plan: Plan | None) -> None:
+def _print_nothing_recorded(args: argparse.Namespace, path: str | Path, plan: Plan | None) -> None:
     words = "no fleet recorded yet (`capcon watch --db` and `capcon record` write them)"
     if args.json:
-        out = {"fleets": [], "notes": [f"{path}: {words}"]}
+        out: dict[str, object] = {"fleets": [], "notes": [f"{path}: {words}"]}
         if plan is not None and args.by is None:
             out.update(plan=plan.name, timezone=plan.timezone)
         print(json_out.dumps(out, indent=2))
@@ -461,7 +489,7 @@ def _print_nothing_recorded(args, path, plan: Plan | None) -> None:
     print(f"{path}: {words}{against}")
 
 
-def _span_text(start: float, end: float, zone) -> str:
+def _span_text(start: float, end: float, zone: tzinfo) -> str:
     """`A to B`, or `A on` for an empty range (a --from after the last recorded poll)."""
     if not end > start:
         return f"{format_when(start, zone)[:16]} on"
@@ -471,7 +499,7 @@ def _span_text(start: float, end: float, zone) -> str:
 # --- output ------------------------------------------------------------------
 
 
-def _label(at: float, zone, by: str) -> str:
+def _label(at: float, zone: tzinfo, by: str) -> str:
     local = datetime.fromtimestamp(at, zone)
     if by == "day":
         return local.strftime("%a %m-%d")
@@ -481,7 +509,7 @@ def _label(at: float, zone, by: str) -> str:
     return label
 
 
-def _row_json(s: Summary, zone) -> dict:
+def _row_json(s: Summary, zone: tzinfo) -> dict:
     return {
         "start": iso_when(s.start, zone),
         "end": iso_when(s.end, zone),
@@ -512,7 +540,7 @@ def _row_json(s: Summary, zone) -> dict:
     }
 
 
-def _trimmed(args, rows: list[Summary]) -> list[Summary]:
+def _trimmed(args: argparse.Namespace, rows: list[Summary]) -> list[Summary]:
     """Without --from, the default span starts with the first recorded hour, not a run of unknowns before it."""
     if args.start is not None:
         return rows
@@ -520,16 +548,26 @@ def _trimmed(args, rows: list[Summary]) -> list[Summary]:
     return rows if first is None else rows[first:]
 
 
-def _print_summaries(args, by, start, end, reports, unreadable, note=None, modes=None) -> None:
+def _print_summaries(
+    args: argparse.Namespace,
+    by: str,
+    start: float,
+    end: float,
+    reports: list[FleetReport],
+    unreadable: list[str],
+    note: str | None = None,
+    modes: dict[str, list[DayModes]] | None = None,
+) -> None:
     from console.commands.history_overflow import as_json as overflow_json
     from console.commands.history_overflow import table as overflow_table
 
     modes = modes or {}
     if args.json:
-        out = {"from": iso_when(start), "to": iso_when(end), "by": by, "fleets": []}
+        listed: list[dict[str, object]] = []
+        out: dict[str, object] = {"from": iso_when(start), "to": iso_when(end), "by": by, "fleets": listed}
         for fleet, zone, plan, hours, _ in reports:
             rows = _trimmed(args, hours if by == "hour" else day_summaries(hours, start, end, zone))
-            out["fleets"].append(
+            listed.append(
                 {
                     "fleet": fleet,
                     "timezone": _zone_name(zone),
@@ -539,7 +577,7 @@ def _print_summaries(args, by, start, end, reports, unreadable, note=None, modes
                 }
             )
             if fleet in modes:  # only with gateway tallies: a history without them reads as before
-                out["fleets"][-1]["overflow_modes"] = overflow_json(modes[fleet], zone)
+                listed[-1]["overflow_modes"] = overflow_json(modes[fleet], zone)
         notes = ([note] if note else []) + [f"a recorded plan could not be read: {text}" for text in unreadable]
         if notes:
             out["notes"] = notes
@@ -582,7 +620,7 @@ def _print_summaries(args, by, start, end, reports, unreadable, note=None, modes
 
 def _short_legend(rows: list[Summary]) -> str:
     """What `*` means, with the seconds the marked rates cover (JSON: busiest_seconds)."""
-    covered = sorted(r.busiest_seconds for r in rows if r.busiest_is_short)
+    covered = sorted(seconds for r in rows if r.busiest_is_short and (seconds := r.busiest_seconds) is not None)
     span = f"{covered[0]:.0f} s" if covered[0] == covered[-1] else f"{covered[0]:.0f}-{covered[-1]:.0f} s"
     # Two lines: the day table fits 80 columns, and so does its legend.
     return f"* under five minutes recorded in that span: the rate over what was recorded\n  ({span}), not a busiest five minutes."
@@ -602,7 +640,7 @@ def _flags_text(s: Summary) -> str:
     return str(s.flags_raised)
 
 
-def _table(rows: list[Summary], zone, by: str) -> str:
+def _table(rows: list[Summary], zone: tzinfo, by: str) -> str:
     hour = by == "hour"
     headers = ["hour" if hour else "day", "busy rps", "TTFT95", "TPOT95", "KV max", "preempt", "flags", "load"]
     if hour:
@@ -627,7 +665,7 @@ def _table(rows: list[Summary], zone, by: str) -> str:
         lines.append(cells)
     widths = [max(len(headers[i]), *(len(row[i]) for row in lines)) for i in range(len(headers))]
 
-    def line(cells):
+    def line(cells: list[str]) -> str:
         parts = [cells[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(cells[1:-1], widths[1:-1])]
         last = cells[-1].ljust(widths[-1]) if hour else cells[-1].rjust(widths[-1])
         return "  ".join(parts + [last]).rstrip()
@@ -635,13 +673,20 @@ def _table(rows: list[Summary], zone, by: str) -> str:
     return "\n".join([line(headers)] + [line(cells) for cells in lines])
 
 
-def _print_fits(args, start, end, plan: Plan, fits, note=None) -> None:
+def _print_fits(
+    args: argparse.Namespace,
+    start: float,
+    end: float,
+    plan: Plan,
+    fits: list[tuple[str, tzinfo, list[Summary], WeekFit]],
+    note: str | None = None,
+) -> None:
     if args.json:
-        out = {"from": iso_when(start), "to": iso_when(end), "plan": plan.name, "timezone": plan.timezone, "fleets": []}
+        out: dict[str, object] = {"from": iso_when(start), "to": iso_when(end), "plan": plan.name}
+        out["timezone"] = plan.timezone
+        out["fleets"] = [_fit_json(fleet, fit) for fleet, _zone, _hours, fit in fits]
         if note:
             out["notes"] = [note]
-        for fleet, _zone, _hours, fit in fits:
-            out["fleets"].append(_fit_json(fleet, fit))
         print(json_out.dumps(out, indent=2))
         return
     for n, (fleet, zone, hours, fit) in enumerate(fits):
@@ -670,7 +715,7 @@ def _print_fits(args, start, end, plan: Plan, fits, note=None) -> None:
         print(fit.yaml, end="")
 
 
-def _tokens_line(which: str, observed, planned) -> str:
+def _tokens_line(which: str, observed: float | None, planned: float | None) -> str:
     if observed is None:
         return f"mean {which} tokens: no data recorded (plan {fmt.tokens(planned)})"
     ratio = f" ({observed / planned:.2f} x plan)" if planned else ""
@@ -695,7 +740,7 @@ def _fit_table(fit: WeekFit) -> str:
         )
     widths = [max(len(headers[i]), *(len(r[i]) for r in rows)) for i in range(len(headers))]
 
-    def line(cells):
+    def line(cells: Sequence[str]) -> str:
         return "  ".join([cells[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:])])
 
     return "\n".join([line(headers)] + [line(r) for r in rows])

@@ -9,6 +9,8 @@ simulated clock), else at the wall clock in the plan's zone.
 
 from __future__ import annotations
 
+from datetime import tzinfo
+
 from console.ahead.backtest import Backtest, HorizonError, SaturationCalls, needed_minutes
 
 # The reading and the walk are the console's too (it quotes the error beside its forecast): one step for both,
@@ -20,7 +22,7 @@ from console.store import json_out
 from console.when import format_when, iso_when
 
 
-def too_little_words(result: Backtest, fleet: str, start: float, end: float, zone) -> str:
+def too_little_words(result: Backtest, fleet: str, start: float, end: float, zone: tzinfo) -> str:
     return (
         f"fleet {fleet}: {result.minutes} minute{'s' if result.minutes != 1 else ''} of arrivals recorded from "
         f"{format_when(start, zone)[:16]} to {format_when(end, zone)[:16]}; a backtest needs at least "
@@ -35,7 +37,7 @@ def _error_json(error: HorizonError) -> dict:
     return {"points": error.points, "mae_rps": error.mae_rps, "mape": error.mape, "mape_points": error.mape_points}
 
 
-def fleet_json(fleet: str, plan: Plan | None, result: Backtest, start: float, end: float, zone) -> dict:
+def fleet_json(fleet: str, plan: Plan | None, result: Backtest, start: float, end: float, zone: tzinfo) -> dict:
     profile = result.profile
     out: dict = {
         "fleet": fleet,
@@ -121,7 +123,9 @@ def saturation_line(result: Backtest, plan: Plan | None) -> str:
     )
 
 
-def print_text(fleet: str, plan: Plan | None, result: Backtest, start: float, end: float, zone, first: bool) -> None:
+def print_text(
+    fleet: str, plan: Plan | None, result: Backtest, start: float, end: float, zone: tzinfo, first: bool
+) -> None:
     if not first:
         print()
     if not result.complete:

@@ -12,14 +12,21 @@ holds polls in (imported twice, the figures would double).
 
 from __future__ import annotations
 
+import argparse
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from console.errors import UserError
 from console.plan.model import Plan
 from console.targets import checked_url, masked_target
 from console.when import format_when
+
+if TYPE_CHECKING:
+    from console.store.database import Store
 
 CHUNK_SECONDS = 3600.0  # one range query covers this much: memory is bounded by one chunk's answer
 DEFAULT_STEP_SECONDS = 60.0
@@ -33,7 +40,7 @@ class ImportFailed(UserError):
     exit_code = 1
 
 
-def add_import_options(parser) -> None:
+def add_import_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prometheus", metavar="URL", help="import: the Prometheus (or compatible) API to read the range from"
     )
@@ -49,7 +56,7 @@ def add_import_options(parser) -> None:
     )
 
 
-def check_not_import(args) -> None:
+def check_not_import(args: argparse.Namespace) -> None:
     """The import's options given without `import`: named, rather than quietly ignored."""
     for option, value in (("--prometheus", args.prometheus), ("--selector", args.selector), ("--step", args.step)):
         if value is not None:
@@ -65,7 +72,12 @@ def _plan_clock(plan: Plan | None, at: float) -> float | None:
     return at + (offset.total_seconds() if offset is not None else 0.0)
 
 
-def run_import(args, file_plan: Plan | None, when_option, default_db_path) -> int:
+def run_import(
+    args: argparse.Namespace,
+    file_plan: Plan | None,
+    when_option: Callable[[str, str | None, str, float], float],
+    default_db_path: Callable[[], Path],
+) -> int:
     from console.sources.prometheus_history import (
         SOURCE,
         RangeFailed,
@@ -160,7 +172,7 @@ def run_import(args, file_plan: Plan | None, when_option, default_db_path) -> in
     return 0
 
 
-def _refuse_overlap(store, fleet: str, start: float, end: float) -> None:
+def _refuse_overlap(store: Store, fleet: str, start: float, end: float) -> None:
     fleet_id = store.fleet_id(fleet)
     if fleet_id is None:
         return

@@ -6,23 +6,31 @@ table when its history holds any, so a history without a gateway reads exactly a
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import tzinfo
+from typing import TYPE_CHECKING
+
 from console.fleet.format import UNKNOWN
 from console.fleet.hourly import day_starts
 from console.overflow.tally import KIND, DayModes, day_modes
 from console.when import iso_when
 
+if TYPE_CHECKING:
+    from console.commands.history import FleetReport
+    from console.store.database import Store
+
 HEADERS = ("day / mode", "active", "rejected", "timed out", "deferred", "hosted tokens", "hosted $")
 
 
-def overflow_days(store, reports, start: float, end: float) -> dict[str, list[DayModes]]:
+def overflow_days(store: Store, reports: Iterable[FleetReport], start: float, end: float) -> dict[str, list[DayModes]]:
     """Each reported fleet's days with tallies in [start, end), on the fleet's clock; fleets without tallies left out."""
     if not end > start:
         return {}
-    details: dict[str | None, list] = {}
+    details: dict[str | None, list[dict | None]] = {}
     for event in store.events(start, end):
         if event.kind == KIND and event.at < end:
             details.setdefault(event.fleet, []).append(event.detail)
-    out = {}
+    out: dict[str, list[DayModes]] = {}
     for fleet, zone, *_ in reports:
         if fleet in details:
             days = day_modes(details[fleet], day_starts(start, end, zone), end)
@@ -31,7 +39,7 @@ def overflow_days(store, reports, start: float, end: float) -> dict[str, list[Da
     return out
 
 
-def as_json(days: list[DayModes], zone) -> list[dict]:
+def as_json(days: list[DayModes], zone: tzinfo) -> list[dict]:
     return [
         {
             "start": iso_when(day.start, zone),
@@ -45,7 +53,7 @@ def as_json(days: list[DayModes], zone) -> list[dict]:
     ]
 
 
-def table(days: list[DayModes], zone) -> str:
+def table(days: list[DayModes], zone: tzinfo) -> str:
     """The modes per day, 79 columns wide: a line per day, then a line per mode in force that day."""
     from datetime import datetime
 

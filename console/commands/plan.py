@@ -10,11 +10,15 @@ import time
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from console.args import SubParsers
 from console.errors import UserError
 from console.plan import catalog
 
 if TYPE_CHECKING:
     from console.bench.sizes import SizeComparison
+    from console.engines.keda import ReactiveShortfall
+    from console.plan.model import Plan
+    from console.plan.sizing import Sizing
 
 # The planner, the estimate, YAML and the KEDA exporter are imported by the steps that use them, so that
 # `capcon --help` and `capcon plan --help` start without them.
@@ -52,7 +56,7 @@ EPILOG = (
 )
 
 
-def add_parser(sub):
+def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
     parser = sub.add_parser(
         "plan",
         help="size a fleet from a plan file: memory, KV, decode, replicas, cost (and --schedule)",
@@ -131,7 +135,7 @@ def add_parser(sub):
 FORMATS = ("text", "json", "keda")
 
 
-def _check_format(args) -> None:
+def _check_format(args: argparse.Namespace) -> None:
     if args.format == "text":
         for option, value in (("--prometheus", args.prometheus), ("--deployment", args.deployment)):
             if value is not None:
@@ -149,7 +153,7 @@ def _check_format(args) -> None:
         raise UserError(f"--max-replicas {args.max_replicas}: expected a whole number from 1 to 100000")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     _check_format(args)
     if args.format != "text":
         _write(_exported(args))
@@ -174,7 +178,7 @@ def run(args) -> int:
     return 0
 
 
-def _report(path: str, with_schedule: bool, with_sizes: bool = False):
+def _report(path: str, with_schedule: bool, with_sizes: bool = False) -> tuple[str, Sizing, dict, str]:
     """(file, sizing, JSON figures, text report) of one plan file; a PlanError (exit 2) for a bad one."""
     from dataclasses import asdict
 
@@ -217,7 +221,7 @@ def _report(path: str, with_schedule: bool, with_sizes: bool = False):
 FAR_CORRECTION = 2.0
 
 
-def sizes_text(compared: SizeComparison, sizing, plan) -> str:
+def sizes_text(compared: SizeComparison, sizing: Sizing, plan: Plan) -> str:
     """The --sizes table, where each row's capacity comes from, and which size is the cheapest for the peak."""
     from console.bench.sizes import FROM_CORRECTED, FROM_ESTIMATE
 
@@ -270,7 +274,7 @@ def sizes_text(compared: SizeComparison, sizing, plan) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _correction_words(compared: SizeComparison, plan) -> list[str]:
+def _correction_words(compared: SizeComparison, plan: Plan) -> list[str]:
     """How the other sizes were brought to the plan's capacity, or why they were not."""
     from console.bench.estimate import how_to_measure
     from console.bench.sizes import FROM_ESTIMATE
@@ -296,7 +300,7 @@ def _correction_words(compared: SizeComparison, plan) -> list[str]:
     return lines
 
 
-def _reactive_words(shortfall, lead_time_seconds: float) -> str:
+def _reactive_words(shortfall: ReactiveShortfall, lead_time_seconds: float) -> str:
     from console.engines.keda import DAY_NAMES
 
     lead = f"{lead_time_seconds / 60:g} min"
@@ -322,7 +326,7 @@ def _check_server_address(url: str) -> None:
         )
 
 
-def _exported(args) -> str:
+def _exported(args: argparse.Namespace) -> str:
     """--format keda or json of every file's schedule: YAML documents one after another, or one JSON value."""
     import yaml
 

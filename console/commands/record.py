@@ -14,8 +14,11 @@ import math
 import signal
 import sys
 import time
+from collections.abc import Callable
+from types import FrameType
 from typing import TYPE_CHECKING
 
+from console.args import SubParsers
 from console.commands.recording import (
     add_recording_options,
     history_path,
@@ -29,7 +32,9 @@ from console.live.setup import add_source_options, fleet_handles, load_plans
 from console.text import PIECE_CHARACTERS, bounded_line, printable
 
 if TYPE_CHECKING:
+    from console.fleet.view import FleetView
     from console.live.handle import FleetHandle
+    from console.store.recorder import Recorder, RecorderStatus
 
 # The poll stack (sources, the event loop) is imported by the steps that poll, so that
 # `capcon record --help` starts without it.
@@ -62,7 +67,7 @@ examples:
 MIN_INTERVAL = MIN_CONSOLE_INTERVAL_SECONDS  # as the console: a faster poll only burns the bastion's CPU and the disk
 
 
-def add_parser(sub):
+def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
     parser = sub.add_parser(
         "record",
         help="record fleets to the history file without the console (a recorder for a bastion)",
@@ -104,7 +109,7 @@ def add_parser(sub):
     return parser
 
 
-def _check(args) -> None:
+def _check(args: argparse.Namespace) -> None:
     if not math.isfinite(args.interval) or args.interval < MIN_INTERVAL:
         raise UserError(f"--interval {args.interval:g}: expected at least {MIN_INTERVAL:g} seconds")
     if args.window is not None and (not math.isfinite(args.window) or args.window < args.interval):
@@ -118,7 +123,7 @@ def _check(args) -> None:
     retention_of(args)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from console.bench.estimate import estimate_capacity
@@ -126,6 +131,7 @@ def run(args) -> int:
     _check(args)
     handles = fleet_handles(args, load_plans(args.plan, estimate_capacity))
     path = history_path(args)
+    assert path is not None, "record always records: it offers neither --no-record nor --once"
     recorder = open_recorder(path, args, on_change=_say_state)
     fleet_names = [h.name for h in handles]
     taken = recorder.other_writers(fleet_names)
@@ -155,7 +161,7 @@ def run(args) -> int:
     logs = [_FleetLog(handle.name, args.interval) for handle in handles]
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
 
-    def hurry(signum, frame) -> None:
+    def hurry(signum: int, frame: FrameType | None) -> None:
         """A second SIGINT/SIGTERM while the queue is written: stop now, the count is still said."""
         hurried.append(signum)
         recorder.give_up()
@@ -187,7 +193,7 @@ def run(args) -> int:
     return 1 if status.waiting or status.dropped or status.unstored or stalled else 0
 
 
-def _say_state(status) -> None:
+def _say_state(status: RecorderStatus) -> None:
     """One stderr line each time the file starts or stops taking writes."""
     from console.commands.recording import polls
 
@@ -206,7 +212,12 @@ def _say_state(status) -> None:
 
 
 async def _record(
-    handles: list[FleetHandle], logs: list[_FleetLog], recorder, interval: float, duration: float | None, on_stop=None
+    handles: list[FleetHandle],
+    logs: list[_FleetLog],
+    recorder: Recorder,
+    interval: float,
+    duration: float | None,
+    on_stop: Callable[[int, FrameType | None], None] | None = None,
 ) -> None:
     """Poll every fleet until SIGTERM, SIGINT or `duration`; each fleet on its own chain of polls.
 
@@ -261,13 +272,13 @@ class _FleetLog:
     """What a fleet's poll loop says on stderr: a failure once, until a poll succeeds again; a stall once, when
     no fresh poll came for two intervals; and whether its last intervals wrote nothing, for the exit status."""
 
-    def __init__(self, fleet: str, interval: float, clock=time.monotonic) -> None:
+    def __init__(self, fleet: str, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.fleet = printable(fleet)  # a name taken from a target's address: anyone's text
         self.clock = clock
         self.freshness = Freshness(interval, clock())  # its reason: the failure said last, until a poll succeeds
         self.said_stale = False
 
-    def on_view(self, view) -> None:
+    def on_view(self, view: FleetView) -> None:
         if self.said_stale:
             print(f"capcon record: {self.fleet}: polls fresh again", file=sys.stderr, flush=True)
         self.freshness.polled(self.clock())

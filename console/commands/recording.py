@@ -15,15 +15,23 @@ which pid records it), so two writers never interleave one fleet's polls.
 
 from __future__ import annotations
 
+import argparse
 import math
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.errors import UserError
 from console.when import parse_duration, show_duration
+
+if TYPE_CHECKING:
+    from console.live.handle import FleetHandle
+    from console.store.recorder import Recorder, RecorderStatus
+    from console.store.retention import Retention
 
 # Shown in --help without importing the store (which `capcon --help` should not load);
 # tests check they match console.store.retention.
@@ -36,7 +44,7 @@ def polls(count: int) -> str:
     return f"{count} poll{'' if count == 1 else 's'}"
 
 
-def add_recording_options(parser, default_on: bool, offer_no_record: bool = True) -> None:
+def add_recording_options(parser: argparse.ArgumentParser, default_on: bool, offer_no_record: bool = True) -> None:
     """--db and retention; `default_on`: the command records unless --no-record (watch), else only with --db (demo)."""
     group = parser.add_argument_group("recording (the history file: replay, history, export read it)")
     if default_on:
@@ -67,7 +75,7 @@ def add_recording_options(parser, default_on: bool, offer_no_record: bool = True
     )
 
 
-def retention_of(args, kept=None):
+def retention_of(args: argparse.Namespace, kept: Retention | None = None) -> Retention | None:
     """The Retention the options ask for (console.store.retention.Retention), None without --keep-*:
     the file's own. An option given alone takes the other from `kept` (the file's) or the defaults."""
     from console.store.retention import MINUTES_SECONDS, RAW_SECONDS, Retention  # see RAW_DEFAULT
@@ -88,7 +96,7 @@ def retention_of(args, kept=None):
     return Retention(raw_seconds=raw, minutes_seconds=minutes)
 
 
-def history_path(args, default_on: bool = True) -> Path | None:
+def history_path(args: argparse.Namespace, default_on: bool = True) -> Path | None:
     """The file this run records to, or None. `watch --once` records only with an explicit --db."""
     if getattr(args, "no_record", False):
         if args.db:
@@ -108,7 +116,9 @@ def history_path(args, default_on: bool = True) -> Path | None:
     return default_history_path()
 
 
-def open_recorder(path: Path, args, on_change=None):
+def open_recorder(
+    path: Path, args: argparse.Namespace, on_change: Callable[[RecorderStatus], None] | None = None
+) -> Recorder:
     """A started-later Recorder on `path`; a file that is no capcon history raises HistoryError (exit 2).
 
     Without --keep-* it keeps what the file keeps; `say_shortened(recorder, verb)` says when the options cut that."""
@@ -125,11 +135,11 @@ def open_recorder(path: Path, args, on_change=None):
     return recorder
 
 
-def retention_words(recorder) -> str:
+def retention_words(recorder: Recorder) -> str:
     """ "raw 7d, rollups 90d" and, when the options keep less than the file kept, what it kept."""
     kept, now = recorder.stored_retention, recorder.retention
     words = f"raw {show_duration(now.raw_seconds)}, rollups {show_duration(now.minutes_seconds)}"
-    if shortened(recorder):
+    if shortened(recorder) and kept is not None:
         words += (
             f" (shortened: the file kept raw {show_duration(kept.raw_seconds)},"
             f" rollups {show_duration(kept.minutes_seconds)})"
@@ -137,7 +147,7 @@ def retention_words(recorder) -> str:
     return words
 
 
-def shortened(recorder) -> bool:
+def shortened(recorder: Recorder) -> bool:
     kept, now = recorder.stored_retention, recorder.retention
     return bool(
         recorder.retention_explicit
@@ -146,7 +156,7 @@ def shortened(recorder) -> bool:
     )
 
 
-def say_shortened(recorder, verb: str) -> None:
+def say_shortened(recorder: Recorder, verb: str) -> None:
     if shortened(recorder):
         print(
             f"capcon {verb}: history {recorder.path}: keeping {retention_words(recorder)}", file=sys.stderr, flush=True
@@ -154,7 +164,7 @@ def say_shortened(recorder, verb: str) -> None:
 
 
 @contextmanager
-def _sigint_gives_up(recorder):
+def _sigint_gives_up(recorder: Recorder) -> Iterator[None]:
     """Ctrl+C during the close ends the wait (what is queued is counted) instead of a traceback.
     Left alone when the caller already handles SIGINT (`capcon record`), or off the main thread."""
     if (
@@ -171,7 +181,9 @@ def _sigint_gives_up(recorder):
 
 
 @contextmanager
-def recording(path: Path | None, args, handles, verb: str):
+def recording(
+    path: Path | None, args: argparse.Namespace, handles: Sequence[FleetHandle], verb: str
+) -> Iterator[Recorder | None]:
     """A started recorder for the `handles` (None when `path` is None), closed (bounded) on the way out.
 
     A fleet another live process records into the file is left out (watch and demo go on without
@@ -201,7 +213,7 @@ def recording(path: Path | None, args, handles, verb: str):
         close_recorder(recorder, verb)
 
 
-def close_recorder(recorder, verb: str, give_up: str = "Ctrl+C gives up") -> None:
+def close_recorder(recorder: Recorder, verb: str, give_up: str = "Ctrl+C gives up") -> None:
     """Close within CLOSE_TIMEOUT_SECONDS; polls that could not be written are said, not silently lost.
 
     While the file refuses writes the wait is said at once (the terminal is not left blank), and

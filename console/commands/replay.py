@@ -6,8 +6,13 @@ import argparse
 import math
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from console.args import SubParsers
 from console.errors import UserError
+
+if TYPE_CHECKING:
+    from console.tui.app import ConsoleApp
 
 DESCRIPTION = """\
 Open the console on a history file written by `capcon watch` or `capcon record`:
@@ -32,7 +37,7 @@ examples:
   capcon replay --db /var/lib/capcon/history.sqlite --fleet assistant --from '2026-11-30 14:00' --to '2026-11-30 15:00' --paused"""
 
 
-def add_parser(sub):
+def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
     from console.replay import MAX_SPEED, MIN_SPEED
 
     parser = sub.add_parser(
@@ -95,7 +100,7 @@ def _when(flag: str, text: str | None, now: float) -> float | None:
         raise UserError(f"{flag} {text!r}: {error}") from None
 
 
-def _check(args) -> None:
+def _check(args: argparse.Namespace) -> None:
     from console.commands.console_options import check_theme
     from console.replay import MAX_SPEED, MIN_SPEED
 
@@ -104,7 +109,7 @@ def _check(args) -> None:
     check_theme(args.theme)
 
 
-def open_app(args, now: float | None = None):
+def open_app(args: argparse.Namespace, now: float | None = None) -> ConsoleApp:
     """The replay console for `args`, ready to run (the tests drive it with run_test)."""
     from console.bench.estimate import estimate_capacity
     from console.replay.controller import ReplayController
@@ -130,10 +135,13 @@ def open_app(args, now: float | None = None):
         raise
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
+    from console.tui.drivers import ReplayDriver
+
     app = open_app(args)
     try:
         app.run()
     finally:
-        app.driver.controller.replay.close()
+        if isinstance(app.driver, ReplayDriver):  # always: open_app hands the app a replay
+            app.driver.controller.replay.close()
     return int(app.return_code or 0)

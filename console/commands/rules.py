@@ -7,6 +7,8 @@ import os
 import sys
 import time
 
+from console.args import SubParsers
+
 DESCRIPTION = """\
 Write a Prometheus rule file for a plan, so Prometheus and Alertmanager carry the
 console's judgement around the clock:
@@ -40,7 +42,7 @@ EPILOG = (
 )
 
 
-def add_parser(sub):
+def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
     parser = sub.add_parser(
         "rules",
         help="a Prometheus rule file from a plan: the console's figures as recording rules, its flags as alerts",
@@ -74,7 +76,7 @@ def add_parser(sub):
     return parser
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     # YAML, the plan's estimate and the rule generator only when a file is written (`--help` starts without them).
     import yaml
 

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import argparse
 import errno
-import math
 import os
 import signal
 import sys
 import threading
 from typing import TYPE_CHECKING
 
-from console.args import bounded
+from console.args import SubParsers, bounded
 from console.errors import UserError
 from console.plan.model import DAYS
 
 if TYPE_CHECKING:
     import asyncio
+
+    from console.plan.model import Plan
+    from console.sim.fleet import SimFleet
 
 # The event loop, the simulator and the plan's estimate are imported where the fleet runs, so that
 # `capcon sim --help` starts without them.
@@ -52,18 +54,15 @@ def _shown(text: str) -> str:
     return repr(text) if len(text) <= 40 else f"{text[:40]!r}… ({len(text):,} characters)"
 
 
-def _positive(kind):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{_shown(text)} is not a number") from None
-        # An int is compared, never converted: float() of 400 digits raises OverflowError.
-        if (isinstance(value, float) and not math.isfinite(value)) or value <= 0:
-            raise argparse.ArgumentTypeError(f"{_shown(text)} must be a finite number greater than 0")
-        return value
-
-    return parse
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not a number") from None
+    # Compared, never converted: float() of 400 digits raises OverflowError.
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} must be a finite number greater than 0")
+    return value
 
 
 # One server per replica, each with its own engine, on one machine: beyond this a simulation
@@ -98,7 +97,7 @@ status_every.__name__ = "float"
 
 
 def _replica_count(text: str) -> int:
-    value = _positive(int)(text)
+    value = _positive_int(text)
     if value > MAX_REPLICAS:
         raise argparse.ArgumentTypeError(f"{_shown(text)}: at most {MAX_REPLICAS} replicas on one machine")
     return value
@@ -117,7 +116,7 @@ def _week_time(text: str) -> float:
     return day * 86400.0 + hours * 3600.0 + minutes * 60.0
 
 
-def add_parser(sub):
+def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
     parser = sub.add_parser(
         "sim",
         help="run a simulated vLLM fleet of a plan on loopback (API and /metrics), with the plan's traffic",
@@ -195,7 +194,7 @@ def _status_line(status: dict) -> str:
     return f"{status['week_time']}  offered {status['offered_rps']:.1f} rps{spike}{dropped}  {replicas}"
 
 
-async def _serve(args, plan, replicas: int) -> None:
+async def _serve(args: argparse.Namespace, plan: Plan, replicas: int) -> None:
     import asyncio
 
     from console.sim.fleet import SimFleet
@@ -251,7 +250,9 @@ def _exit_now(why: str) -> None:
         os._exit(0)
 
 
-async def _run_until_stopped(fleet, stop: asyncio.Event, args, plan, replicas: int) -> None:
+async def _run_until_stopped(
+    fleet: SimFleet, stop: asyncio.Event, args: argparse.Namespace, plan: Plan, replicas: int
+) -> None:
     import asyncio
 
     try:
@@ -287,7 +288,7 @@ async def _run_until_stopped(fleet, stop: asyncio.Event, args, plan, replicas: i
     print("stopped: every replica closed its port.", flush=True)
 
 
-async def _start(fleet, stop: asyncio.Event, args, replicas: int) -> bool:
+async def _start(fleet: SimFleet, stop: asyncio.Event, args: argparse.Namespace, replicas: int) -> bool:
     """Start the fleet, unless Ctrl+C or SIGTERM comes first: then False, with nothing left open.
 
     Any failure to start closes the servers already started and is a UserError (exit 2).
@@ -324,12 +325,12 @@ async def _start(fleet, stop: asyncio.Event, args, replicas: int) -> bool:
     raise error
 
 
-def busiest_rps(plan) -> float:
+def busiest_rps(plan: Plan) -> float:
     """The most requests per second the plan's traffic (every workload) asks for in any hour of the week."""
     return max(sum(w.rps_by_hour[d][h] for w in plan.workloads) for d in range(7) for h in range(24))
 
 
-def check_rps_scale(plan, scale: float, traffic: str, option: str | None = "--rps-scale") -> None:
+def check_rps_scale(plan: Plan, scale: float, traffic: str, option: str | None = "--rps-scale") -> None:
     """The generator's busiest rate within MAX_SIM_RPS; a UserError saying the largest --rps-scale that fits.
 
     `option` None: the caller has no --rps-scale (`capcon demo`): the plan itself is too busy."""
@@ -350,7 +351,7 @@ def check_rps_scale(plan, scale: float, traffic: str, option: str | None = "--rp
     )
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from console.bench.estimate import load_plan

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from console.args import SubParsers
 from console.commands.console_options import check_console_interval, check_theme
 from console.commands.recording import (
     add_recording_options,
@@ -41,7 +42,7 @@ EXIT_FLAG_PENDING = 4  # none is raised, but such a condition holds (inside its 
 SEVERITIES = ("info", "warning", "critical")
 
 
-def add_parser(sub):
+def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
     parser = sub.add_parser(
         "watch",
         help="live fleet figures from vLLM /metrics or Prometheus",
@@ -137,7 +138,7 @@ def add_parser(sub):
     return parser
 
 
-def check_options(args) -> None:
+def check_options(args: argparse.Namespace) -> None:
     if not math.isfinite(args.interval) or args.interval < MIN_ONCE_INTERVAL_SECONDS:
         raise UserError(f"--interval {args.interval:g}: expected at least {MIN_ONCE_INTERVAL_SECONDS:g} seconds")
     if not args.once:
@@ -162,7 +163,7 @@ def check_options(args) -> None:
         targets_from(args.gateway)  # an address that cannot be one is refused before the console opens
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     check_options(args)
     from console.bench.estimate import estimate_capacity
 
@@ -172,7 +173,7 @@ def run(args) -> int:
     return _once(args, handles, path) if args.once else _console(args, handles, path)
 
 
-def _once_exit(args, results: list[FleetFigures], views: list[FleetView]) -> int:
+def _once_exit(args: argparse.Namespace, results: list[FleetFigures], views: list[FleetView]) -> int:
     """1 when no target of any fleet answered; else, with --fail-on, 3 or 4 for flags; else 0."""
     from console.commands.watch_output import any_answered
     from console.fleet.flags import SEVERITY_RANK
@@ -189,7 +190,7 @@ def _once_exit(args, results: list[FleetFigures], views: list[FleetView]) -> int
     return 0
 
 
-def _console(args, handles: list[FleetHandle], path: Path | None) -> int:
+def _console(args: argparse.Namespace, handles: list[FleetHandle], path: Path | None) -> int:
     """The console on `handles`, recording to `path` (None: not recording); the recorder closes after it."""
     from console.tui.app import open_console
 
@@ -197,7 +198,7 @@ def _console(args, handles: list[FleetHandle], path: Path | None) -> int:
         return int(open_console(handles, args, recorder=recorder) or 0)
 
 
-def _once(args, handles: list[FleetHandle], path: Path | None) -> int:
+def _once(args: argparse.Namespace, handles: list[FleetHandle], path: Path | None) -> int:
     """Each fleet polled twice (once through Prometheus) and printed; with several plans one block
     (or JSON entry) per fleet, never one merged fleet. Each poll is made a view as the console makes
     it (plan beside actual, flags); with --db each also goes to the history like a console poll.
