@@ -8,11 +8,28 @@ import math
 import signal
 import sys
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from console.args import bounded
+from console.args import SubParsers, bounded
 from console.bench.boundary import share_down_text, share_places
 from console.errors import UserError
 from console.text import printable
+
+if TYPE_CHECKING:
+    import asyncio
+    from typing import TextIO
+
+    from console.bench.diagnosis import Conclusion, Rerun
+    from console.bench.gpu_watch import GpuWatch
+    from console.bench.measure import BenchTargets
+    from console.bench.prompts import BenchPrompt
+    from console.bench.report import BenchReport, ThroughputReport
+    from console.bench.runner import Step, StepSettings
+    from console.bench.stream import SessionClient
+    from console.bench.sweep import Sweep
+    from console.plan.model import Plan, Workload
+    from console.store.database import Store
 
 DESCRIPTION = """\
 Replay your own prompts (--prompts FILE; without it, a built-in sample of 200 chats and
@@ -74,7 +91,7 @@ class Unreachable(UserError):
     exit_code = 1
 
 
-def add_parser(sub):
+def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
     parser = sub.add_parser(
         "bench",
         help="measure one replica's goodput at the plan's targets, sweep the rate, report (and write) its capacity",
@@ -151,7 +168,7 @@ def add_parser(sub):
     return parser
 
 
-def _workload(plan, name: str | None):
+def _workload(plan: Plan, name: str | None) -> Workload | None:
     if name is not None:
         for workload in plan.workloads:
             if workload.name == name:
@@ -200,7 +217,7 @@ async def discover_model(base_url: str, shown: str, wait_seconds: float = 10.0) 
 class ProgressLine:
     """Rate, requests done and goodput so far on stderr: one line redrawn on a terminal, plain lines otherwise."""
 
-    def __init__(self, stream=None, places: int = 1) -> None:
+    def __init__(self, stream: TextIO | None = None, places: int = 1) -> None:
         self.stream = stream or sys.stderr
         self.places = places  # decimals of a goodput share: as many as the target's
         self.tty = self.stream.isatty()
@@ -223,7 +240,7 @@ class ProgressLine:
                 self.stream.write(text + "\n")
                 self.stream.flush()
 
-    def step_done(self, step) -> None:
+    def step_done(self, step: Step) -> None:
         f = step.figures
         verdict = "holds" if step.holds else "falls"
         pace = f"{f.rate:,.2f} rps" if math.isfinite(f.rate) else "all at once"
@@ -233,7 +250,7 @@ class ProgressLine:
         self._quarter = -1
 
 
-def _settings(args, plan_workload) -> dict:
+def _settings(args: argparse.Namespace, plan_workload: Workload | None) -> StepSettings:
     from console.bench.runner import StepSettings
 
     burst = args.burstiness if args.burstiness is not None else (plan_workload.burstiness if plan_workload else 1.0)
@@ -251,7 +268,7 @@ def _settings(args, plan_workload) -> dict:
     )
 
 
-def _prompts(args):
+def _prompts(args: argparse.Namespace) -> tuple[list[BenchPrompt], str]:
     """(requests, how the report names them): --prompts FILE, else the built-in sample, said on stderr."""
     from console.bench.prompts import load_prompts, load_sample, sample_words
 
@@ -267,7 +284,7 @@ def _prompts(args):
     return prompts, sample_words(len(prompts))
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     import asyncio
 
     if args.words:
@@ -313,7 +330,7 @@ def run(args) -> int:
     return 130 if interrupted else 0
 
 
-def _throughput(args) -> int:
+def _throughput(args: argparse.Namespace) -> int:
     import asyncio
 
     from console.bench.estimate import load_plan
@@ -353,7 +370,7 @@ def _throughput(args) -> int:
     return 130 if interrupted else 0
 
 
-def _write_throughput(args, report) -> None:
+def _write_throughput(args: argparse.Namespace, report: ThroughputReport) -> None:
     from console.bench.planfile import write_throughput
 
     s = report.step
@@ -373,7 +390,7 @@ def _write_throughput(args, report) -> None:
     )
 
 
-def _targets(args):
+def _targets(args: argparse.Namespace) -> tuple[Plan | None, Workload | None, BenchTargets]:
     from console.bench.estimate import load_plan
     from console.bench.measure import targets_from
 
@@ -384,7 +401,7 @@ def _targets(args):
     return plan, workload, targets_from(workload, args.ttft, args.tpot, args.e2e, args.goodput_share)
 
 
-def _import(args, files: list[str]) -> int:
+def _import(args: argparse.Namespace, files: list[str]) -> int:
     from console.bench.imported import import_steps, imported_capacity
     from console.bench.report import BenchReport, render
 
@@ -425,7 +442,7 @@ def _import(args, files: list[str]) -> int:
     return 0
 
 
-def _open_history(args):
+def _open_history(args: argparse.Namespace) -> Store:
     from console.store.database import Store
     from console.store.paths import default_history_path
 
@@ -435,9 +452,10 @@ def _open_history(args):
     return Store.open(str(path))
 
 
-def capacity_note(report) -> str:
+def capacity_note(report: BenchReport) -> str:
     """The plan's capacity.note: when, against what, on how many requests, and the limit hit."""
     holding = report.holding_step
+    assert holding is not None, "called with a capacity, which is always the rate of a step that held"
     day = time.strftime("%Y-%m-%d", time.gmtime(report.started_at))
     limit = report.diagnosis.limit if report.diagnosis else "not reached"
     t = report.targets
@@ -454,7 +472,7 @@ def capacity_note(report) -> str:
     )
 
 
-def _write_plan(args, report) -> None:
+def _write_plan(args: argparse.Namespace, report: BenchReport) -> None:
     from console.bench.planfile import write_capacity
 
     if report.capacity is None or not report.converged or report.interrupted:
@@ -465,7 +483,7 @@ def _write_plan(args, report) -> None:
     print(f"capcon bench: wrote capacity {report.capacity:.4g} rps per replica into {args.plan}", file=sys.stderr)
 
 
-async def _gpu_page(args, base_url: str) -> str | None:
+async def _gpu_page(args: argparse.Namespace, base_url: str) -> str | None:
     """The replica's dcgm-exporter page: --dcgm, else the one a simulated replica names in /version, else None."""
     import httpx
 
@@ -487,8 +505,17 @@ async def _gpu_page(args, base_url: str) -> str | None:
 
 
 async def _measure(
-    args, base_url: str, shown: str, prompts, targets, settings, fixed_rate, sweep=None, plan=None, diagnose=False
-):
+    args: argparse.Namespace,
+    base_url: str,
+    shown: str,
+    prompts: Sequence[BenchPrompt],
+    targets: BenchTargets,
+    settings: StepSettings,
+    fixed_rate: float | None,
+    sweep: Sweep | None = None,
+    plan: Plan | None = None,
+    diagnose: bool = False,
+) -> tuple[list[Step], str, bool, Conclusion | None]:
     """(steps, model, interrupted, diagnosis): the sweep, or one step at `fixed_rate`, with Ctrl+C stopping it
     cleanly; with `diagnose`, the reruns at the capacity found (diagnosis None otherwise)."""
     import asyncio
@@ -546,11 +573,21 @@ async def _measure(
     return steps, printable(model), stop.is_set(), diagnosis
 
 
-async def _diagnose(client, prompts, capacity, settings, targets, stop, metrics_url, gpu, plan):
+async def _diagnose(
+    client: SessionClient,
+    prompts: Sequence[BenchPrompt],
+    capacity: float,
+    settings: StepSettings,
+    targets: BenchTargets,
+    stop: asyncio.Event,
+    metrics_url: str | None,
+    gpu: GpuWatch | None,
+    plan: Plan | None,
+) -> Conclusion | None:
     """The reruns at capacity (console/bench/rerun.py), each announced on stderr as it ends."""
     from console.bench.rerun import run_diagnosis
 
-    def on_rerun(row) -> None:
+    def on_rerun(row: Rerun) -> None:
         share = "-" if row.goodput_share is None else f"{row.goodput_share:.0%}"
         print(f"rerun {row.what}: {row.sent:,} requests, goodput {share}", file=sys.stderr, flush=True)
 
@@ -563,7 +600,16 @@ async def _diagnose(client, prompts, capacity, settings, targets, stop, metrics_
     )
 
 
-async def _bench(args, base_url: str, shown: str, prompts, targets, settings, prompts_text: str = "", plan=None):
+async def _bench(
+    args: argparse.Namespace,
+    base_url: str,
+    shown: str,
+    prompts: Sequence[BenchPrompt],
+    targets: BenchTargets,
+    settings: StepSettings,
+    prompts_text: str = "",
+    plan: Plan | None = None,
+) -> tuple[BenchReport, bool]:
     from console.bench.report import BenchReport, summary
     from console.bench.sweep import Sweep
 

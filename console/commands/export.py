@@ -21,8 +21,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from heapq import merge
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
+from console.args import SubParsers
 from console.commands.history import add_history_options, chosen_fleets, default_db_path, open_history, time_range
 from console.errors import UserError
 from console.metrics.figures import FLEET_TOTAL, Figures
@@ -32,7 +33,13 @@ from console.store.schema import COUNTER_COLUMNS, HISTOGRAM_COLUMNS
 from console.when import iso_when
 
 if TYPE_CHECKING:
+    from console.metrics.figures import FleetFigures
+    from console.replay.loader import RecordedFleet
     from console.store.database import Store
+    from console.store.records import RecordedPoll
+
+# An export's columns and its rows, read as they are written out.
+Rows = tuple[list[str], Iterator[dict]]
 
 # The history file's reader (sqlite_utils) is imported by the steps that read, so that
 # `capcon export --help` starts without it.
@@ -71,7 +78,7 @@ history file or another SQLite file, a damaged history).
 """
 
 
-def add_parser(sub):
+def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
     parser = sub.add_parser(
         "export",
         help="recorded samples, flags, events or figures as csv or jsonl",
@@ -102,7 +109,7 @@ def add_parser(sub):
     return parser
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.format not in ("csv", "jsonl"):
         raise UserError(f"--format {args.format!r}: expected csv or jsonl")
     if args.what not in WHAT:
@@ -144,7 +151,7 @@ class _Counted:
     """The stream rows are written to, and how many made it (for the words when a write fails)."""
 
     def __init__(self) -> None:
-        self.stream = None
+        self.stream: TextIO | None = None
         self.rows = 0
 
 
@@ -161,7 +168,7 @@ def _failed_words(counted: _Counted, error: OSError) -> str:
 
 
 @contextmanager
-def _output(path: str, counted: _Counted):
+def _output(path: str, counted: _Counted) -> Iterator[TextIO]:
     """The stream for `path`: standard output, a device or pipe in place, else a temporary file
     beside the target renamed over it at the end. A failing write raises WriteFailed (exit 1)."""
     if path in ("-", ""):
@@ -190,6 +197,7 @@ def _output(path: str, counted: _Counted):
 def _write(counted: _Counted, form: str, columns: list[str], rows: Iterator[dict]) -> int:
     """Rows to `counted.stream`, as strict JSON lines or csv: a NaN or infinite figure is unknown (null, empty)."""
     out = counted.stream
+    assert out is not None, "written inside _output, which opens the stream"
     if form == "csv":
         writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()
@@ -203,7 +211,7 @@ def _write(counted: _Counted, form: str, columns: list[str], rows: Iterator[dict
     return counted.rows
 
 
-def _cell(value):
+def _cell(value: object) -> object:
     """A csv cell: numbers as Python writes them (round-trip exact), maps as JSON, unknown (NaN, ±inf too) as empty."""
     if value is None:
         return ""
@@ -218,7 +226,7 @@ def _cell(value):
     return value
 
 
-def _iso(at) -> str | None:
+def _iso(at: object) -> str | None:
     """ISO time of a stored moment; None for one no calendar holds (a damaged or foreign row)."""
     try:
         return iso_when(at) if isinstance(at, (int, float)) and math.isfinite(at) else None
@@ -245,7 +253,7 @@ def _fleet_filter(store: Store, fleets: list[str]) -> tuple[str, list]:
     return f"({', '.join('?' for _ in ids)})", ids
 
 
-def _samples(store: Store, fleets, start, end, form):
+def _samples(store: Store, fleets: list[str], start: float, end: float, form: str) -> Rows:
     from console.store.database import read_histogram
 
     marks, ids = _fleet_filter(store, fleets)
@@ -268,7 +276,7 @@ def _samples(store: Store, fleets, start, end, form):
             f"{h}_buckets" for h in HISTOGRAM_COLUMNS
         ]
 
-    def rows():
+    def rows() -> Iterator[dict]:
         for query in (rollups, raw):
             # A cursor of its own: rows are read as they are written out.
             for at, fleet, replica, url, resolution, poll_id, *values in store.connection.cursor().execute(
@@ -332,10 +340,10 @@ _FLAG_COLUMNS = [
 _EVENT_COLUMNS = ["time", "unix", "fleet", "kind", "subject", "detail"]
 
 
-def _flags(store: Store, fleets, start, end, form):
+def _flags(store: Store, fleets: list[str], start: float, end: float, form: str) -> Rows:
     chosen = set(fleets)
 
-    def rows():
+    def rows() -> Iterator[dict]:
         for event in store.flag_events(None, start, end):
             if event.fleet not in chosen:
                 continue
@@ -358,7 +366,7 @@ def _flags(store: Store, fleets, start, end, form):
     return _FLAG_COLUMNS, rows()
 
 
-def event_fleets(fleet: str | None, detail) -> list[str]:
+def event_fleets(fleet: str | None, detail: object) -> list[str]:
     """The fleets an event names: its fleet column, else the "fleets" of its detail (a recording's start and stop)."""
     if fleet:
         return [fleet]
@@ -366,10 +374,10 @@ def event_fleets(fleet: str | None, detail) -> list[str]:
     return [str(name) for name in named] if isinstance(named, list) else []
 
 
-def _events(store: Store, fleets, start, end, form):
+def _events(store: Store, fleets: list[str], start: float, end: float, form: str) -> Rows:
     chosen = set(fleets)
 
-    def rows():
+    def rows() -> Iterator[dict]:
         for event in store.events(start, end):
             named = event_fleets(event.fleet, event.detail)
             if named and not chosen.intersection(named):
@@ -392,20 +400,22 @@ _FIGURE_FIELDS = [f for f in Figures.__dataclass_fields__ if f not in ("name", "
 _FIGURE_COLUMNS = ["time", "unix", "fleet", "poll", "subject", "url", "window_seconds", "source"] + _FIGURE_FIELDS
 
 
-def _figures(store: Store, fleets, start, end, form):
+def _figures(store: Store, fleets: list[str], start: float, end: float, form: str) -> Rows:
     """Each poll's figures as a replay starting at --from shows them: warmed up on the polls before it, each
     console run (a recorder restart, clean or not) starting from an empty watcher as it did live."""
     from console.bench.estimate import estimate_capacity
     from console.replay.fleet_replay import FleetReplay  # only this export replays
     from console.replay.loader import recorded_fleets
 
-    def replayed(recorded):
+    def replayed(recorded: RecordedFleet) -> Iterator[tuple[float, int, RecordedPoll, FleetFigures]]:
         fleet_replay = FleetReplay(recorded)
         for index in range(recorded.first, recorded.last + 1):
             fleet_replay.go_to(index)
-            yield fleet_replay.poll.at, fleet_replay.poll.id, fleet_replay.poll, fleet_replay.view.figures
+            poll, view = fleet_replay.poll, fleet_replay.view
+            if poll is not None and view is not None:  # always, once a recorded poll is fed
+                yield poll.at, poll.id, poll, view.figures
 
-    def rows():
+    def rows() -> Iterator[dict]:
         # Fleets side by side in time order, as the polls were taken.
         for _, _, poll, figures in merge(
             *(replayed(f) for f in recorded_fleets(store, fleets, start, end, estimate_capacity))

@@ -6,8 +6,16 @@ import argparse
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
+from console.args import SubParsers
 from console.errors import UserError
+
+if TYPE_CHECKING:
+    from console.live.actuators import GatewayStatus
+    from console.overflow.policy import PolicyError
+    from console.overflow.switch import SwitchRequest
+    from console.plan.model import Plan
 
 DESCRIPTION = """\
 Read or switch the overflow policy the fleet's gateways enforce, from a runbook or a shell.
@@ -36,7 +44,7 @@ examples:
   capcon overflow set pass plans/chat.yaml --reason "capacity is back\""""
 
 
-def add_parser(sub):
+def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
     from console.overflow.policy import MODES
 
     parser = sub.add_parser(
@@ -83,7 +91,7 @@ def add_parser(sub):
     return parser
 
 
-def _common(parser) -> None:
+def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "plan", metavar="PLAN", nargs="?", help="plan file: its fleet.gateways, overflow.actuators, admin_token_env"
     )
@@ -116,7 +124,7 @@ _OPTIONS = {
 }
 
 
-def _plan(args):
+def _plan(args: argparse.Namespace) -> Plan | None:
     if not args.plan:
         return None
     from console.bench.estimate import load_plan
@@ -124,7 +132,7 @@ def _plan(args):
     return load_plan(args.plan)
 
 
-def _admin_urls(args) -> list[str] | None:
+def _admin_urls(args: argparse.Namespace) -> list[str] | None:
     if not args.gateway:
         return None
     from console.targets import base_url
@@ -141,7 +149,7 @@ def _admin_urls(args) -> list[str] | None:
     return urls
 
 
-def _status_urls(args, plan) -> list[str]:
+def _status_urls(args: argparse.Namespace, plan: Plan | None) -> list[str]:
     urls = _admin_urls(args)
     if urls:
         return urls
@@ -154,7 +162,7 @@ def _status_urls(args, plan) -> list[str]:
     return urls
 
 
-def _token(args, plan) -> str:
+def _token(args: argparse.Namespace, plan: Plan | None) -> str:
     from console.live.actuators import MIN_TOKEN_LENGTH, env_value
 
     if args.admin_token_env:
@@ -171,14 +179,14 @@ def _token(args, plan) -> str:
     )
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     return run_status(args) if args.action == "status" else run_set(args)
 
 
 # --- status -------------------------------------------------------------------------
 
 
-def run_status(args) -> int:
+def run_status(args: argparse.Namespace) -> int:
     import asyncio
 
     from console.live.actuators import read_status
@@ -188,7 +196,7 @@ def run_status(args) -> int:
     urls = _status_urls(args, plan)
     token = _token(args, plan)
 
-    async def read_all():
+    async def read_all() -> list[GatewayStatus]:
         return await asyncio.gather(*(read_status(url, token) for url in urls))
 
     statuses = asyncio.run(read_all())
@@ -225,18 +233,18 @@ def _state_summary(state: dict | None) -> dict | None:
     return summary
 
 
-def _status_lines(status, token: str) -> list[str]:
+def _status_lines(status: GatewayStatus, token: str) -> list[str]:
     from console.live.actuators import bounded
     from console.when import iso_when
 
     if not status.ok:
         return [f"{status.name}: NOT READ: {status.detail}"]
-    p = status.policy
+    p = status.policy or {}  # a status read ok always holds its policy
 
     def text(key: str, limit: int = 120) -> str:
         return bounded(str(p.get(key, "?")), [token], limit=limit)
 
-    def moment(value) -> str | None:
+    def moment(value: object) -> str | None:
         """A gateway's timestamp as ISO, or None if it is not one (a gateway's answer is anyone's text)."""
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 253_402_300_800:
             return None
@@ -250,10 +258,10 @@ def _status_lines(status, token: str) -> list[str]:
         f"  {text('summary', 300)}",
     ]
     state = _state_summary(status.state) or {}
-    queue = state.get("queue") if isinstance(state.get("queue"), dict) else {}
-    totals = state.get("totals") if isinstance(state.get("totals"), dict) else {}
+    queue = listed if isinstance(listed := state.get("queue"), dict) else {}
+    totals = counted if isinstance(counted := state.get("totals"), dict) else {}
 
-    def n(value) -> str:
+    def n(value: object) -> str:
         return str(value) if isinstance(value, int) and not isinstance(value, bool) else "?"
 
     lines.append(
@@ -268,7 +276,7 @@ def _status_lines(status, token: str) -> list[str]:
 # --- set ----------------------------------------------------------------------------
 
 
-def build_request(args):
+def build_request(args: argparse.Namespace) -> SwitchRequest:
     """The SwitchRequest the options ask for; UserError naming the option for a bad value."""
     from console.live.switch import default_actor
     from console.overflow.policy import PolicyError
@@ -291,14 +299,14 @@ def build_request(args):
         raise UserError(_option_words(problem)) from None
 
 
-def _option_words(problem) -> str:
+def _option_words(problem: PolicyError) -> str:
     option = _OPTIONS.get(problem.field, problem.field)
     message = str(problem)
     prefix = f"{problem.field}: "
     return f"{option}: {message[len(prefix) :] if message.startswith(prefix) else message}"
 
 
-def run_set(args) -> int:
+def run_set(args: argparse.Namespace) -> int:
     import asyncio
 
     from console.live.actuators import actuators_for
