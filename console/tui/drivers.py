@@ -104,6 +104,7 @@ class LiveDriver(Driver):
         self.gateways: dict[int, GatewayWatch] = {
             index: watch(handle) for index, handle in enumerate(fleets) if handle.gateways
         }
+        self.feeds: list[PollFeed] = []  # each fleet's poll step, once started: closed with its sources on exit
 
     @property
     def interval(self) -> float:
@@ -122,6 +123,7 @@ class LiveDriver(Driver):
             # The fleet's gateways are read in the same step as its replicas: the view judges the plan's latency
             # targets on what their clients saw over the same window.
             feed = PollFeed(handle, app.recorder, gateways=self.gateways.get(index))
+            self.feeds.append(feed)
 
             def shown(view, index: int = index, feed: PollFeed = feed) -> None:
                 if feed.gateway_view is not None:
@@ -139,10 +141,11 @@ class LiveDriver(Driver):
             )
 
     async def stop(self) -> None:
-        closing = [h.watcher for h in self.fleets] + list(self.gateways.values())
-        for watcher in closing:
+        # Each started feed closes its replicas', gateways' and GPU pages' sources; before a start, the handles'.
+        closing = self.feeds or [h.watcher for h in self.fleets] + list(self.gateways.values())
+        for source in closing:
             try:
-                await watcher.aclose()
+                await source.aclose()
             except Exception:  # noqa: BLE001 - leaving anyway: a source that fails to close must not block the exit
                 pass
 

@@ -78,5 +78,7 @@ async def test_a_narrow_terminal_drops_the_gpu_columns_first():
             await next_view(pilot, app)
             columns = app.screen.query_one(FleetTable).columns
             gpu = app.views[0].row("replica-0").gpu
+            (feed,) = app.driver.feeds
     assert gpu is not None and gpu.gpus >= 1  # read, only not shown at this width
+    assert feed.gpus is not None and feed.gpus.source._client.is_closed  # the GPU pages' client closed on exit
     assert not {"sm", "tensor", "dram", "fb"} & set(columns) and {"wait", "kv", "ttft"} <= set(columns)
