@@ -73,18 +73,43 @@ def test_the_slice_of_a_large_fleet_keeps_its_load_per_replica():
     assert big.ttft_p95_seconds < TARGETS.ttft_p95_seconds  # 4 rps per replica: under capacity
 
 
+def _page_tpot_p95(slowdown: float) -> float:
+    """The TPOT p95 a fleet `slowdown` times slower than the simulator shows on vLLM's page: through its buckets."""
+    run = run_scenario(SHAPE, Scenario("s", 1, PASS), Workload((3.0,) * 2, LENGTHS), COSTS, slowdown)
+    assert run.tpot_p95_seconds is not None
+    return whatif.histogram_p95(_tpots(slowdown))
+
+
+def _tpots(slowdown: float) -> list[float]:
+    fleet = whatif._FleetRun(SHAPE, 1, PASS, None, slowdown)
+    for at, lengths, deferrable in whatif._arrivals(Workload((3.0,) * 2, LENGTHS), 1.0, whatif.random.Random(0)):
+        fleet.arrive(at, lengths, deferrable)
+    fleet.finish(120.0, 240.0)
+    return fleet.tpots
+
+
 def test_calibration_finds_the_factor_that_gives_the_observed_tpot():
     plain = whatif.calibrate(SHAPE, LENGTHS, 3.0, None)
     assert plain.factor == 1.0 and "unknown" in plain.reason
-    simulated = _run(1, 3.0).tpot_p95_seconds
-    correction = whatif.calibrate(SHAPE, LENGTHS, 3.0, 1.5 * simulated)
-    # Slower steps hold more requests at once, which slows each step again: the factor is under 1.5.
-    assert 1.0 < correction.factor < 1.5
-    assert correction.simulated_tpot_p95_seconds == pytest.approx(simulated)
-    corrected = run_scenario(SHAPE, Scenario("s", 1, PASS), Workload((3.0,) * 2, LENGTHS), COSTS, correction.factor)
-    assert corrected.tpot_p95_seconds == pytest.approx(1.5 * simulated, rel=0.15)
-    held = whatif.calibrate(SHAPE, LENGTHS, 3.0, 100 * simulated)
+    # A fleet that is the simulator: no correction, though vLLM's buckets read its TPOT p95 above the exact one.
+    own = _page_tpot_p95(1.0)
+    assert own > whatif.percentile(_tpots(1.0), 0.95)
+    assert whatif.calibrate(SHAPE, LENGTHS, 3.0, own).factor == 1.0
+    # A fleet 2.5 times slower per step: found within what the buckets can tell apart.
+    slower = _page_tpot_p95(2.5)
+    correction = whatif.calibrate(SHAPE, LENGTHS, 3.0, slower)
+    assert 2.2 < correction.factor < 2.8
+    assert correction.simulated_tpot_p95_seconds == pytest.approx(own)
+    assert whatif.histogram_p95(_tpots(correction.factor)) == pytest.approx(slower, rel=0.05)
+    held = whatif.calibrate(SHAPE, LENGTHS, 3.0, 100 * own)
     assert held.factor == whatif.CORRECTION_BOUNDS[1] and "bound" in held.reason
+
+
+def test_histogram_p95_reads_values_as_the_page_does():
+    assert whatif.histogram_p95([]) is None
+    # All in the 100-150 ms bucket: Prometheus interpolates to 95 % of the way through it.
+    assert whatif.histogram_p95([0.134] * 20) == pytest.approx(0.1475)
+    assert whatif.histogram_p95([0.02] * 19 + [0.12]) == pytest.approx(0.025)
 
 
 def test_scenarios_start_with_now_and_name_each_lever():

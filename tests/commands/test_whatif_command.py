@@ -88,3 +88,28 @@ def test_bad_input_is_one_line_and_exit_2(args, said):
     assert answer.returncode == 2, answer.stdout
     assert len(answer.stderr.strip().splitlines()) == 1
     assert said in answer.stderr and "Traceback" not in answer.stderr
+
+
+def test_a_quiet_window_s_mean_length_leans_on_the_plan():
+    from console.ahead.whatif_report import LENGTH_PRIOR_REQUESTS, blended_mean
+
+    assert blended_mean(45.0, 2.0, 60.0) == pytest.approx(59.06, abs=0.01)  # two answers say little
+    assert blended_mean(45.0, 3000.0, 60.0) == pytest.approx(45.0, abs=0.2)  # thousands say it all
+    assert blended_mean(45.0, LENGTH_PRIOR_REQUESTS, 60.0) == pytest.approx(52.5)
+    assert blended_mean(None, 100.0, 60.0) == blended_mean(45.0, 0.0, 60.0) == 60.0
+
+
+@pytest.mark.parametrize(
+    "gateway, said, expected",
+    [(False, None, "pass"), (True, None, "bounded_queue"), (True, "pass", "pass"), (True, "MIXED", "bounded_queue")],
+)
+def test_now_runs_the_mode_the_gateway_says_it_enforces(gateway, said, expected):
+    from console.ahead.whatif_report import Situation, now_policy_of
+    from console.overflow.policy import Policy
+
+    plan_policy = Policy(mode="bounded_queue", max_queue=64, max_wait_seconds=3.0)
+    situation = Situation("f", 2, 1.0, (1.0,), "--rps", 100, 10, gateway, None, None, "replicas", gateway_mode=said)
+    now = now_policy_of(plan_policy, situation)
+    assert now.mode == expected
+    if gateway:
+        assert now.max_queue == 64  # the plan's bounds: the gateway's page does not say its own
