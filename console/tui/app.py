@@ -90,6 +90,7 @@ class ConsoleApp(App):
         Binding("P", "plan", "plan", id="plan"),
         Binding("w", "save_screenshot", "screenshot", show=False, id="screenshot"),
         Binding("m", "overflow_switch", "overflow", id="overflow-switch"),
+        Binding("i", "whatif", "what-if", show=False, id="whatif"),
         Binding("x", "spike", "spike", id="demo-spike"),
         Binding("f", "fault", "faults", id="demo-fault"),
         # Replay only (hidden in the live console by check_action).
@@ -356,8 +357,8 @@ class ConsoleApp(App):
         if action == "overflow_switch":
             index = self._index_on_screen()
             return index is not None and self.can_switch(index)
-        # No plan to show here (the overview, or a fleet watched without a plan).
-        return not (action == "plan" and self._fleet_on_screen() is None)
+        # No plan to show here (the overview, or a fleet watched without a plan); a what-if runs on the plan too.
+        return not (action in ("plan", "whatif") and self._fleet_on_screen() is None)
 
     def on_key(self, event) -> None:
         if event.key == "o" and len(self.fleets) < 2 and self._console_screen() is not None:
@@ -456,6 +457,18 @@ class ConsoleApp(App):
         plan = self.sessions[index].plan if index is not None else None
         if index is not None and plan is not None and not isinstance(self.screen, PlanScreen):
             self.push_screen(PlanScreen(self.sessions[index], plan))
+
+    def action_whatif(self) -> None:
+        index = self._fleet_on_screen()
+        plan = self.sessions[index].plan if index is not None else None
+        if index is None or plan is None:
+            return
+        from console.tui.screens.whatif_screen import WhatIfContext, WhatIfScreen  # noqa: PLC0415 - when pressed
+
+        session = self.sessions[index]
+        self.push_screen(
+            WhatIfScreen(WhatIfContext(session.name, plan, session.watches_gateways, lambda: session.view))
+        )
 
     def action_overview(self) -> None:
         while len(self.screen_stack) > 2 and not isinstance(self.screen, OverviewScreen):

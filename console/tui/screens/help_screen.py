@@ -21,6 +21,7 @@ o          overview: several plans' fleets (capcon watch PLAN PLAN ...)
 w          save an SVG screenshot into capcon's data folder (path in notice)
 n          poll now                P      the plan: week schedule, report
 m          overflow switch: mode, reason, expiry, then each gateway's answer
+i          what-if: +1/-1 replica, a queue, hosted, defer, simulated first
 x          demo only: traffic x3 for 60 s
 f          demo only: fault menu for the chosen replica (d down, r restart,
            s slow, e /metrics 500, h hang, g garbage; again clears; c clear
@@ -51,6 +52,7 @@ Tab        to the flags panel and back
 o          overview: several fleets, when the history holds them
 w          save an SVG screenshot into capcon's data folder (path in notice)
 P          the plan                ?      this help (Esc closes)
+i          what-if at the moment shown: a lever, simulated on its figures
 """ + HELP[HELP.index("Filters:") :]
 
 
