@@ -8,6 +8,7 @@ The gateway applies the switch and says its state; this room reads the requests 
 from __future__ import annotations
 
 import hmac
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -15,12 +16,15 @@ from console.gateway import answers, bounded_json
 from console.gateway.telemetry import CONTENT_TYPE
 from console.overflow.policy import PolicyError, as_json
 
+if TYPE_CHECKING:
+    from console.gateway.server import Gateway
+
 ADMIN_MAX_BODY = 64 * 1024
 
 
 class AdminApi:
-    def __init__(self, gateway) -> None:
-        self.gateway = gateway  # a server.Gateway: policy(), plan_policy, switch(body), state(), stopping
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway  # policy(), plan_policy, switch(body), state(), stopping
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=ADMIN_MAX_BODY)
@@ -35,8 +39,10 @@ class AdminApi:
         scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer":
             presented = ""
-        expected = self.gateway.config.admin_token.encode()
-        return hmac.compare_digest(presented.strip().encode("utf-8", "replace"), expected)
+        token = self.gateway.config.admin_token
+        if token is None:  # the gateway refuses to start an admin listener without one: it admits no one
+            return False
+        return hmac.compare_digest(presented.strip().encode("utf-8", "replace"), token.encode())
 
     @staticmethod
     def _unauthorized() -> web.Response:

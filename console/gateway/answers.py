@@ -64,7 +64,8 @@ def normalized_upstream_error(status: int, body: bytes) -> tuple[str, str, str |
     except ValueError:
         data = None
     if isinstance(data, dict):
-        inner = data.get("error") if isinstance(data.get("error"), dict) else data
+        nested = data.get("error")
+        inner = nested if isinstance(nested, dict) else data
         message = inner.get("message")
         if isinstance(message, str) and message:
             code = inner.get("code")

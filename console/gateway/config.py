@@ -11,11 +11,16 @@ import ipaddress
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from console.gateway.bounded_json import DEFAULT_MAX_RESPONSE_BYTES
 from console.gateway.connections import DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT
 from console.overflow.policy import Policy, policy_from_plan  # the one policy_from_plan, named here too
 from console.targets import TARGET_EXPECTED, base_url, masked_target
+
+if TYPE_CHECKING:
+    from console.gateway.history import SwitchHistory
+    from console.plan.model import Plan
 
 DEFAULT_LISTEN = ("127.0.0.1", 8080)
 DEFAULT_ADMIN = ("127.0.0.1", 8081)
@@ -61,10 +66,10 @@ class GatewayConfig:
     selector: str = ""  # PromQL label matchers, as the plan's fleet.selector
     discover_every: float = 15.0
     discovery_timeout: float = 5.0
-    history: object | None = None  # a history.SwitchHistory, or None
+    history: SwitchHistory | None = None
 
 
-def planned_cap_from_plan(plan, instances: int = 1) -> int:
+def planned_cap_from_plan(plan: Plan, instances: int = 1) -> int:
     """The planner's concurrency per replica at the peak (at the plan's efficiencies), shared between gateways."""
     from console.plan.sizing import size  # noqa: PLC0415 - the plan machinery only for a gateway given a plan
 
@@ -75,7 +80,7 @@ def planned_cap_from_plan(plan, instances: int = 1) -> int:
     return max(1, math.ceil(min(concurrency, plan.replica.max_num_seqs) / instances))
 
 
-def service_seconds_from_plan(plan) -> float | None:
+def service_seconds_from_plan(plan: Plan) -> float | None:
     """The plan's expected time in the system for one request (queue, prefill, the whole answer); None if unknown."""
     from console.plan.sizing import size  # noqa: PLC0415 - as above
 
@@ -83,7 +88,7 @@ def service_seconds_from_plan(plan) -> float | None:
     return seconds if math.isfinite(seconds) and seconds > 0 else None
 
 
-def off_peak_from_plan(plan) -> Callable[[float], float | None]:
+def off_peak_from_plan(plan: Plan) -> Callable[[float], float | None]:
     from console.gateway.offpeak import seconds_to_idle_window  # noqa: PLC0415 - as above
     from console.plan.schedule import schedule  # noqa: PLC0415 - as above
 

@@ -18,10 +18,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from console.overflow.tally import KIND as TALLY_KIND
 from console.overflow.tally import Tally
+
+if TYPE_CHECKING:
+    from console.gateway.server import Gateway
+    from console.store.database import Store
 
 log = logging.getLogger("capcon.gateway")
 EVENT_KIND = "overflow_switch"
@@ -47,8 +51,8 @@ class SwitchHistory:
         self._tally_task: asyncio.Task | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._recorder: EventWriter | None = None
-        self._store = None
-        self._pending: list[Future] = []
+        self._store: Store | None = None
+        self._pending: list[Future[None]] = []
 
     @classmethod
     def through(cls, recorder: EventWriter, fleet: str, tally_seconds: float = TALLY_SECONDS) -> SwitchHistory:
@@ -82,24 +86,26 @@ class SwitchHistory:
 
     def _write(self, at: float, subject: str, detail: dict, kind: str = EVENT_KIND) -> None:
         try:
+            if self._store is None:  # closed: a write queued behind the close
+                raise RuntimeError("the history file is closed")
             self._store.write_event(at, kind=kind, fleet=self.fleet, subject=subject, detail=detail)
         except Exception as error:  # noqa: BLE001 - the history is a record, not a reason to stop serving
             log.warning("%s not written to the history file %s: %s", kind, self.path, error)
 
     # --- what each mode did ---------------------------------------------------------
 
-    def start_tallies(self, gateway) -> None:
-        """Open the first period and close one every `tally_seconds` (a console.gateway.server.Gateway)."""
+    def start_tallies(self, gateway: Gateway) -> None:
+        """Open the first period and close one every `tally_seconds`."""
         self._tally.begin(gateway.clock(), gateway.current.mode, totals(gateway))
         self._tally_task = asyncio.create_task(self._every_period(gateway), name="capcon-gateway-tally")
 
-    async def _every_period(self, gateway) -> None:
+    async def _every_period(self, gateway: Gateway) -> None:
         while True:
             await asyncio.sleep(self.tally_seconds)
             gateway.policy()  # an expiry due is applied first: its period closes at the switch
             self.close_period(gateway, gateway.clock(), gateway.current.mode)
 
-    def close_period(self, gateway, at: float, next_mode: str) -> None:
+    def close_period(self, gateway: Gateway, at: float, next_mode: str) -> None:
         """Write the period ending at `at` (nothing if none is open), then open one in `next_mode`."""
         now = totals(gateway)
         detail = self._tally.close(at, now)
@@ -109,7 +115,7 @@ class SwitchHistory:
         if self._tally.mode is not None:
             self._tally.begin(at, next_mode, now)
 
-    def stop_tallies(self, gateway) -> None:
+    def stop_tallies(self, gateway: Gateway) -> None:
         """The last period, at stop; no period is opened after it."""
         if self._tally_task is not None:
             self._tally_task.cancel()
@@ -132,7 +138,7 @@ class SwitchHistory:
         self._pool.shutdown(wait=True)
 
 
-def totals(gateway) -> dict:
+def totals(gateway: Gateway) -> dict:
     """The gateway's counters since it started, as a tally reads them."""
     out: dict = dict.fromkeys(("local", "hosted", "rejected", "timed_out", "deferred"), 0)
     for (outcome, _), n in gateway.counts.items():

@@ -63,6 +63,14 @@ class HostedClient:
                 ),
             )
 
+    def opened(self) -> aiohttp.ClientSession:
+        """The session `open` made; RuntimeError if there is none (not started, or no hosted endpoint)."""
+        if self.session is None:
+            raise RuntimeError(
+                "the hosted client has no session: opened before the gateway started, or no --hosted-url"
+            )
+        return self.session
+
     async def close(self) -> None:
         if self.session is not None:
             await self.session.close()
@@ -71,7 +79,9 @@ class HostedClient:
         base = self._base.rstrip("/")
         return base + path[3:] if base.endswith("/v1") else base + path
 
-    async def serve(self, request, path, payload: dict, rid: str, kind: str) -> web.StreamResponse | None:
+    async def serve(
+        self, request: web.Request, path: str, payload: dict, rid: str, kind: str
+    ) -> web.StreamResponse | None:
         """Pass the request to the hosted endpoint; None if it failed before anything reached the client.
 
         Failing includes answering 200 with something that is not a completion (not JSON, no choices, a
@@ -88,7 +98,8 @@ class HostedClient:
         stream = bool(payload.get("stream"))
         strip_usage = False
         if stream:
-            options = payload.get("stream_options") if isinstance(payload.get("stream_options"), dict) else {}
+            asked = payload.get("stream_options")
+            options = asked if isinstance(asked, dict) else {}
             if not options.get("include_usage"):
                 body["stream_options"] = {**options, "include_usage": True}
                 strip_usage = True  # asked for the count; the client did not want the usage chunk
@@ -96,7 +107,7 @@ class HostedClient:
         if self._authorization:  # the key, else the URL's user:password (credentials.py)
             headers["Authorization"] = self._authorization
         try:
-            upstream = await self.session.post(self.target(path), data=json.dumps(body), headers=headers)
+            upstream = await self.opened().post(self.target(path), data=json.dumps(body), headers=headers)
         except (TimeoutError, aiohttp.ClientError, OSError) as error:
             log.warning("hosted endpoint failed (%s): the request falls back to the bounded queue", problem_of(error))
             return None
@@ -141,9 +152,9 @@ class HostedClient:
                     raise bounded_json.TooLarge(limit)
                 for event in events:
                     if not checked:
-                        data = _sse_data(event)
-                        if data is not None:
-                            if _completion(data) is None:
+                        event_data = _sse_data(event)
+                        if event_data is not None:
+                            if _completion(event_data) is None:
                                 log.warning(
                                     "hosted endpoint's stream did not start with a completion chunk: "
                                     "the request falls back to the bounded queue"

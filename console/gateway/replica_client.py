@@ -70,6 +70,12 @@ class ReplicaClient:
             skip_auto_headers=("User-Agent",),
         )
 
+    def opened(self) -> aiohttp.ClientSession:
+        """The session `open` made; RuntimeError before it (the gateway opens it as it starts)."""
+        if self.session is None:
+            raise RuntimeError("the replica client has no session: used before the gateway started")
+        return self.session
+
     async def close(self) -> None:
         if self.session is not None:
             await self.session.close()
@@ -87,7 +93,7 @@ class ReplicaClient:
             if auth:
                 headers["Authorization"] = auth
             try:
-                upstream = await self.session.post(replica.base + path, data=raw, headers=headers)
+                upstream = await self.opened().post(replica.base + path, data=raw, headers=headers)
             except aiohttp.ClientConnectorError as error:
                 replica.refused += 1
                 self.health.set_health(replica, False, problem_of(error))
@@ -101,7 +107,7 @@ class ReplicaClient:
             self._end_lease(replica, reached, began)
 
     async def _relay(
-        self, request, upstream: aiohttp.ClientResponse, replica: Replica, rid: str, kind: str
+        self, request: web.Request, upstream: aiohttp.ClientResponse, replica: Replica, rid: str, kind: str
     ) -> web.StreamResponse:
         finished = False
         try:
@@ -149,7 +155,7 @@ class ReplicaClient:
                 upstream.close()  # a half-read answer: drop the connection so the replica sees the abort
 
     async def _relay_stream(
-        self, request, upstream: aiohttp.ClientResponse, replica: Replica, head: dict, kind: str
+        self, request: web.Request, upstream: aiohttp.ClientResponse, replica: Replica, head: dict, kind: str
     ) -> tuple[web.StreamResponse, bool]:
         """Pass a replica's stream on; one that breaks off ends in an error event, never as a finished answer.
 
@@ -233,13 +239,13 @@ class ReplicaClient:
 
     async def merged_page(self, url: str) -> web.Response:
         """The workers' merged /metrics page, read from the supervisor (workers.py); 503 if it cannot be."""
-        return await _merged_page(self.session, url, self.max_response_bytes)
+        return await _merged_page(self.opened(), url, self.max_response_bytes)
 
     async def model_list(self, replicas: list[Replica], rid: str) -> web.Response:
         """GET /v1/models from the least busy healthy replica that answers it; 503 if none does."""
         for replica in sorted((r for r in replicas if r.healthy), key=lambda r: r.in_flight):
             try:
-                async with self.session.get(
+                async with self.opened().get(
                     replica.base + "/v1/models",
                     timeout=aiohttp.ClientTimeout(total=10),
                     headers=auth_header(replica.authorization),

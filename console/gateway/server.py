@@ -31,8 +31,11 @@ import logging
 import math
 import time
 import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import TypedDict
 
 from aiohttp import web
 
@@ -52,10 +55,12 @@ from console.gateway.replicas import Replica, ReplicaSet
 from console.gateway.telemetry import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from console.gateway.telemetry import OUTCOMES, ClientTimes, Telemetry
 from console.overflow.admission import (
+    Decision,
     Forward,
     Hosted,
     Load,
     Refuse,
+    RequestClass,
     Wait,
     admit,
     cap_of,
@@ -92,13 +97,24 @@ REFUSAL_OUTCOMES = {
 __all__ = ["CLIENT_TIMES", "Gateway", "Granted", "Replica", "Waiter", "_problem"]
 
 
+class _KeepAlive(TypedDict, total=False):
+    """aiohttp's keep-alive option, passed only when set (its own default otherwise)."""
+
+    keepalive_timeout: float
+
+
 def _iso(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 class Gateway:
     def __init__(
-        self, config: GatewayConfig, clock=time.time, *, reuse_port: bool = False, metrics_from: str | None = None
+        self,
+        config: GatewayConfig,
+        clock: Callable[[], float] = time.time,
+        *,
+        reuse_port: bool = False,
+        metrics_from: str | None = None,
     ) -> None:
         """`reuse_port`: listen beside other workers on the same port (SO_REUSEPORT, workers.py); `metrics_from`:
         the URL of the workers' merged /metrics page, answered on this one's /metrics (None: its own)."""
@@ -144,7 +160,7 @@ class Gateway:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain: DrainMeter | None = None
         self.health = HealthChecks(
-            lambda: self.replica_client.session,
+            lambda: self.replica_client.opened(),
             config.health_interval,
             config.health_timeout,
             config.max_response_bytes,
@@ -202,26 +218,32 @@ class Gateway:
         return self.pool.models
 
     @property
-    def queue(self):
+    def queue(self) -> OrderedDict[int, Waiter]:
         return self.queues.interactive
 
     @property
-    def batch(self):
+    def batch(self) -> OrderedDict[int, Waiter]:
         return self.queues.batch
 
     @property
     def hosted_usage(self) -> dict[str, int]:
         return self.hosted.usage
 
+    def _started_loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the gateway was started in; RuntimeError before `start`."""
+        if self._loop is None:
+            raise RuntimeError("the gateway has not started")
+        return self._loop
+
     def _now(self) -> float:
-        return self._loop.time()
+        return self._started_loop().time()
 
     # ------------------------------------------------------------------ life cycle
 
     async def start(self) -> None:
         """Check the replicas once, then listen (the main port, and the admin port if configured)."""
-        self._loop = asyncio.get_running_loop()
-        self._drain = DrainMeter(self._loop.time(), expected_service=self.config.expected_service_seconds)
+        loop = self._loop = asyncio.get_running_loop()
+        self._drain = DrainMeter(loop.time(), expected_service=self.config.expected_service_seconds)
         config = self.config
         self.replica_client.open()
         self.hosted.open()
@@ -229,23 +251,26 @@ class Gateway:
             if self.discovery is not None:
                 await self._discover()
             await self._check_all()
-            self.connections = self._connection_guard()
-            keepalive = {}
+            guard = self.connections = self._connection_guard()
+            keepalive: _KeepAlive = {}
             if config.idle_timeout:  # aiohttp's own keep-alive timer stays as a backstop behind the guard's
                 keepalive["keepalive_timeout"] = max(config.idle_timeout, config.header_timeout) + 1.0
-            self._runner = web.AppRunner(
-                self._main_app(),
+            runner = self._runner = web.AppRunner(
+                self._main_app(guard),
                 access_log=None,
                 handle_signals=False,
                 shutdown_timeout=1.0,
                 handler_cancellation=True,
                 **keepalive,
             )
-            await self._runner.setup()
+            await runner.setup()
+            server = runner.server
+            if server is None:  # pragma: no cover - setup() makes it
+                raise RuntimeError("aiohttp's runner made no server")
             host, port = config.listen
             # Not a TCPSite: every connection goes through the guard (timeouts and the cap) to aiohttp's handler.
-            self._listener = await self._loop.create_server(
-                self.connections.protocol_factory(self._runner.server),
+            self._listener = await loop.create_server(
+                guard.protocol_factory(server),
                 host,
                 port,
                 reuse_address=True,
@@ -278,7 +303,7 @@ class Gateway:
         if self._closed:
             return
         self.stopping = True
-        loop = self._loop
+        loop = self._started_loop()
         if self._listener is not None:
             self._listener.close()
         self.queues.shut()
@@ -352,15 +377,15 @@ class Gateway:
             return None
         cap = cap_of(self.current, self.config.planned_cap)
         slots = sum(cap if cap is not None else max(1, r.in_flight) for r in self.pool.replicas if r.healthy)
-        return self._drain.drain_rate(self._loop.time(), slots)
+        return self._drain.drain_rate(self._now(), slots)
 
     def _lease(self, name: str) -> Replica:
         return self.pool.lease(name)
 
     def _end_lease(self, replica: Replica, reached: bool, began: float | None = None) -> None:
         self.pool.end_lease(replica)
-        if reached:
-            now = self._loop.time()
+        if reached and self._drain is not None:  # the meter is made at start, before any lease
+            now = self._now()
             self._drain.completed(now, None if began is None else now - began)
         self._pump()
         if self.stopping and self.in_flight() == 0:
@@ -481,6 +506,8 @@ class Gateway:
     async def _discover(self) -> None:
         """One round: ask Prometheus, check the newcomers' health, then swap the set in one step."""
         discovery = self.discovery
+        if discovery is None:
+            return
         try:
             urls = await discovery.replica_urls(self.clock())
         except DiscoveryError as problem:
@@ -565,8 +592,8 @@ class Gateway:
         self.telemetry.watch_connections(lambda: guard.open)
         return guard
 
-    def _main_app(self) -> web.Application:
-        app = web.Application(client_max_size=self.config.max_body_bytes, middlewares=[self.connections.middleware])
+    def _main_app(self, guard: ConnectionGuard) -> web.Application:
+        app = web.Application(client_max_size=self.config.max_body_bytes, middlewares=[guard.middleware])
         app.router.add_post("/v1/completions", self._completions)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
@@ -609,15 +636,20 @@ class Gateway:
         return retry_after(len(self.queues.interactive), self._drain_rate(), fallback)
 
     async def _generate(self, request: web.Request, path: str) -> web.StreamResponse:
-        request[CLIENT_TIMES] = ClientTimes(self._loop.time())
+        request[CLIENT_TIMES] = ClientTimes(self._now())
         rid = request.headers.get("x-request-id", "")
         if not rid or len(rid) > MAX_REQUEST_ID or not rid.isprintable():
             rid = uuid.uuid4().hex
-        kind = request.headers.get(CLASS_HEADER, "interactive").strip().lower() or "interactive"
-        if kind not in ("interactive", "deferrable"):
+        said = request.headers.get(CLASS_HEADER, "interactive").strip().lower() or "interactive"
+        kind: RequestClass
+        if said == "interactive":
+            kind = "interactive"
+        elif said == "deferrable":
+            kind = "deferrable"
+        else:
             return self._invalid(
                 400,
-                f"header {CLASS_HEADER}: got {kind[:40]!r}; expected interactive or deferrable",
+                f"header {CLASS_HEADER}: got {said[:40]!r}; expected interactive or deferrable",
                 "invalid_class",
                 rid,
                 "interactive",
@@ -661,11 +693,13 @@ class Gateway:
         response.force_close()  # the rest of the body is not read
         return response
 
-    async def _serve(self, request, path, raw, payload, kind, rid) -> web.StreamResponse:
-        loop = self._loop
+    async def _serve(
+        self, request: web.Request, path: str, raw: bytes, payload: dict, kind: RequestClass, rid: str
+    ) -> web.StreamResponse:
+        loop = self._started_loop()
         cap = self.config.planned_cap
         policy = self.policy()
-        decision = admit(policy, self._load(kind), kind, loop.time(), cap)
+        decision: Decision | Granted = admit(policy, self._load(kind), kind, loop.time(), cap)
         if type(decision) is Forward:
             decision = Granted(self._lease(decision.replica))
         elif type(decision) is Refuse and not self.replicas and self.discovery is not None:
@@ -747,7 +781,7 @@ class Gateway:
         counters: dict[str, dict[str, int]] = {}
         for (outcome, kind), n in self.counts.items():
             counters.setdefault(outcome, {})[kind] = n
-        rate = self._drain.rate(self._loop.time()) if self._drain else None
+        rate = self._drain.rate(self._now()) if self._drain is not None else None
         return {
             "policy": as_json(policy),
             "queue": {
@@ -783,8 +817,9 @@ class Gateway:
         }
 
 
-def _url_of(address) -> str:
-    shown = address[0]
+def _url_of(address: Sequence[object]) -> str:
+    """A listener's URL from its socket address, (host, port) or IPv6's (host, port, flow, scope)."""
+    shown = str(address[0])
     if ":" in shown:
         shown = f"[{shown}]"
     return f"http://{shown}:{address[1]}"

@@ -38,6 +38,7 @@ a request costs a few integer increments.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -111,7 +112,7 @@ class Telemetry:
         self._peak = {q: peak.labels(q) for q in QUEUES}
         self.peaks = dict.fromkeys(QUEUES, 0)
         for q in QUEUES:
-            length.labels(q).set_function(lambda q=q: queue_length(q))
+            length.labels(q).set_function(partial(queue_length, q))
         flight = Gauge(
             "capcon_gateway_in_flight",
             "Requests in flight (leases held) on each replica.",

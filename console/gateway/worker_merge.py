@@ -13,6 +13,7 @@ length is the sum of the workers' peaks: at most that many ever waited at once.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -114,7 +115,7 @@ def merge_states(states: list[dict]) -> dict:
     return merged
 
 
-def _sum(values) -> int | float | None:
+def _sum(values: Iterable[object]) -> int | float | None:
     numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
     return sum(numbers) if numbers else None
 

@@ -77,7 +77,7 @@ def reserve_port(host: str, port: int) -> socket.socket:
 
 
 def start_workers(
-    config: GatewayConfig, count: int, loop_factory: Callable | None
+    config: GatewayConfig, count: int, loop_factory: Callable[[], asyncio.AbstractEventLoop] | None
 ) -> tuple[list[Worker], socket.socket, str]:
     """Fork `count` workers (before any event loop runs here) and wait until each listens.
 
@@ -143,7 +143,13 @@ def _read_line(fd: int, deadline: float) -> dict:
     return said if isinstance(said, dict) else {}
 
 
-def _worker_process(config: GatewayConfig, number: int, pipe: int, metrics_url: str, loop_factory) -> int:
+def _worker_process(
+    config: GatewayConfig,
+    number: int,
+    pipe: int,
+    metrics_url: str,
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None,
+) -> int:
     """A worker's whole life, in the forked process; its exit status."""
     # Ctrl+C reaches the whole process group: the supervisor alone decides when the workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -273,6 +279,8 @@ class Supervisor:
     # --- asking the workers -----------------------------------------------------------
 
     async def _ask(self, worker: Worker, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        if self._session is None:
+            raise RuntimeError("the supervisor asked a worker before it started")
         headers = {"Authorization": f"Bearer {self._token}", "Content-Type": "application/json"}
         async with self._session.request(method, worker.admin_url + path, data=body, headers=headers) as answer:
             return answer.status, await bounded_json.read_body(answer, 64 * 1024 * 1024)
@@ -296,7 +304,10 @@ class Supervisor:
         scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer":
             presented = ""
-        return hmac.compare_digest(presented.strip().encode("utf-8", "replace"), self.config.admin_token.encode())
+        token = self.config.admin_token
+        if token is None:  # refused by `capcon gateway` before start: an admin API without a token admits no one
+            return False
+        return hmac.compare_digest(presented.strip().encode("utf-8", "replace"), token.encode())
 
     @staticmethod
     def _unauthorized() -> web.Response:
