@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import argparse
 from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+from console.args import SubParsers
 from console.errors import UserError
+
+if TYPE_CHECKING:
+    from console.live.handle import FleetHandle
+    from console.plan.model import Plan
+    from console.sim.fleet import SimFleet
 
 DESCRIPTION = """\
 Start a simulated vLLM fleet on loopback (by default five replicas of the
@@ -34,7 +42,7 @@ DEMO_TIME_SCALE = 288.0
 DEMO_WINDOW_SECONDS = 20.0
 
 
-def add_parser(sub):
+def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
     from console.args import bounded
     from console.commands.sim import MAX_REPLICAS, _replica_count, _week_time, seed, time_scale
 
@@ -96,7 +104,7 @@ def demo_plan_path() -> str:
     return str(resources.files("console.sim") / "demo_plan.yaml")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from console.bench.estimate import load_plan
@@ -121,13 +129,22 @@ def run(args) -> int:
         raise UserError(f"the simulated fleet could not start: {error}") from None
 
 
-def demo_handle(sim, plan, window_seconds: float, interval_seconds: float):
+def demo_handle(sim: SimFleet, plan: Plan, window_seconds: float, interval_seconds: float) -> FleetHandle:
     """The console's view of a simulated fleet: the real scrape source, compared with the plan at the simulated hour,
     and each replica's GPU page (dcgm-exporter's format) read beside it, paired by the pod the page names."""
     from console.fleet.plan_now import week_time
     from console.live.setup import handle_on_urls
 
     pages = [url for url in sim.gpu_urls if url is not None]
+
+    def plan_clock(now: float) -> float:
+        # Read each time: the generator is replaced when the demo's traffic goes through its gateway.
+        traffic = sim.traffic
+        assert traffic is not None, "a started simulated fleet has its traffic generator"
+        return week_time(traffic.week_seconds())
+
+    # Each simulated replica's page names its pod (capcon-sim-N): the pairing's key, as on Kubernetes.
+    pods = [(a.pod or "", a.namespace) for a in sim.replica_addresses()] if pages else []
     # The simulated fleet runs the plan's week fast: the plan is read at the simulated hour, not the clock's.
     return handle_on_urls(
         plan.name,
@@ -135,13 +152,13 @@ def demo_handle(sim, plan, window_seconds: float, interval_seconds: float):
         sim.metrics_urls,
         window_seconds,
         interval_seconds,
-        plan_clock=lambda now: week_time(sim.traffic.week_seconds()),
+        plan_clock=plan_clock,
         dcgm=pages,
-        pods=[(a.pod, a.namespace) for a in sim.replica_addresses()] if pages else (),
+        pods=pods,
     )
 
 
-async def _demo(plan, args, path=None) -> int:
+async def _demo(plan: Plan, args: argparse.Namespace, path: Path | None = None) -> int:
     """The console on a simulated fleet; recording to `path` when given (--db)."""
     from dataclasses import replace
 

@@ -8,8 +8,21 @@ import math
 import os
 import signal
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+from console.args import SubParsers
 from console.errors import UserError
+
+if TYPE_CHECKING:
+    import asyncio
+    import socket
+
+    from console.gateway.config import GatewayConfig
+    from console.gateway.workers import Worker
+    from console.plan.model import Overflow, Plan
+
+    LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 
 DESCRIPTION = """\
 An OpenAI-compatible gateway in front of a fleet's replicas (the plan's fleet.targets,
@@ -52,8 +65,8 @@ MAX_RESPONSE_BYTES = 1024 * 1024 * 1024
 MIN_TOKEN_LENGTH = 16
 
 
-def _number(kind, low: float, high: float, low_open: bool = False):
-    def parse(text: str):
+def _number(kind: type[int] | type[float], low: float, high: float, low_open: bool = False) -> Callable[[str], float]:
+    def parse(text: str) -> float:
         try:
             value = kind(text)
         except ValueError:
@@ -66,7 +79,7 @@ def _number(kind, low: float, high: float, low_open: bool = False):
     return parse
 
 
-def add_parser(sub):
+def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
     from console.overflow.policy import MAX_INFLIGHT, MAX_QUEUE, MAX_WAIT_SECONDS, MODES
 
     parser = sub.add_parser(
@@ -301,7 +314,9 @@ def _secret(variable: str, option: str, minimum: int = 1, what: str = "the token
     return value.strip()
 
 
-def _from_option_or_plan(option_value, option: str, overflow, key: str) -> tuple[str | None, str]:
+def _from_option_or_plan(
+    option_value: str | None, option: str, overflow: Overflow | None, key: str
+) -> tuple[str | None, str]:
     """The variable's name and what to call it in messages: the option's if given, else the plan's."""
     if option_value:
         return option_value, option
@@ -319,7 +334,7 @@ def _deferrable_keys(variable: str, option: str) -> frozenset[bytes]:
     return digests
 
 
-def build_config(args):
+def build_config(args: argparse.Namespace) -> GatewayConfig:
     """The gateway's configuration from the options and the plan; UserError for anything wrong."""
     from dataclasses import replace
 
@@ -370,10 +385,11 @@ def build_config(args):
     workers = getattr(args, "workers", 1)
     instances = args.instances * workers
 
-    def shared(value):
+    def shared(value: int | None) -> int | None:
         return None if value is None else math.ceil(value / workers)
 
     service = cfg.service_seconds_from_plan(plan) if plan is not None else None
+    cap: int | None  # the in-flight cap per replica; None: none
     if plan is not None:
         policy = cfg.policy_from_plan(plan, len(targets) or _planned_replicas(plan), instances)
         cap = shared(args.max_inflight) or cfg.planned_cap_from_plan(plan, instances)
@@ -454,13 +470,17 @@ def build_config(args):
             raise UserError("--mode hosted: no hosted endpoint; expected --hosted-url (or the plan's hosted_url)")
 
     zone = plan.timezone if plan is not None else "UTC"
-    off_peak = None
+    off_peak: Callable[[float], float | None] | None = None
     if args.off_peak:
         try:
             window = parse_window(args.off_peak)
         except ValueError as problem:
             raise UserError(f"--off-peak {args.off_peak!r}: {problem}; expected HH:MM or HH:MM-HH:MM") from None
-        off_peak = lambda now, window=window: seconds_to_daily_window(window, now, zone)  # noqa: E731 - a clock function, the same shape as the plan's
+
+        def off_peak_given(now: float, window: tuple[float, float] = window) -> float | None:
+            return seconds_to_daily_window(window, now, zone)
+
+        off_peak = off_peak_given
     elif plan is not None:
         off_peak = cfg.off_peak_from_plan(plan)
 
@@ -522,7 +542,7 @@ def _discovery_source(plan_path: str, url: str, selector: str) -> tuple[str, str
     return checked, selector
 
 
-def _planned_replicas(plan) -> int:
+def _planned_replicas(plan: Plan) -> int:
     """Replicas the plan sizes for (with its spare): the queue's bound before Prometheus names the real ones."""
     from console.plan.sizing import size
 
@@ -539,7 +559,7 @@ def _setup_logging() -> None:
     logger.propagate = False
 
 
-async def _serve(config, loop_name: str = "asyncio") -> None:
+async def _serve(config: GatewayConfig, loop_name: str = "asyncio") -> None:
     import asyncio
 
     from console.gateway.config import is_loopback
@@ -589,7 +609,7 @@ async def _serve(config, loop_name: str = "asyncio") -> None:
             f"policy: {policy.mode} ({policy.reason}): {summary(policy)}"
             + (f"; in-flight cap {cap} per replica" if cap else "")
         )
-        if gateway.admin_url:
+        if gateway.admin_url and config.admin is not None:
             where = "" if is_loopback(config.admin[0]) else " (NOT loopback: reachable from the network)"
             print(f"admin API on {gateway.admin_url}{where}: GET/PUT /admin/policy, GET /admin/state")
         else:
@@ -597,6 +617,7 @@ async def _serve(config, loop_name: str = "asyncio") -> None:
         if config.deferrable_keys:
             print(f"deferrable class: requests bearing one of {len(config.deferrable_keys)} client key(s)")
         guard = gateway.connections
+        assert guard is not None, "a started gateway guards its listener"
         print(
             f"client connections: at most {guard.max_connections or 'any number'} open"
             + (f" (open-files limit {files})" if files else "")
@@ -617,7 +638,7 @@ async def _serve(config, loop_name: str = "asyncio") -> None:
             loop.remove_signal_handler(signum)
 
 
-def _serve_workers(config, workers: int, factory, loop_name: str) -> int:
+def _serve_workers(config: GatewayConfig, workers: int, factory: LoopFactory | None, loop_name: str) -> int:
     """--workers N: fork the workers, then hold their one admin API and merged /metrics until stopped."""
     import asyncio
 
@@ -637,7 +658,14 @@ def _serve_workers(config, workers: int, factory, loop_name: str) -> int:
         return runner.run(_supervise(config, started, merged, token, files, loop_name))
 
 
-async def _supervise(config, started, merged, token, files, loop_name: str) -> int:
+async def _supervise(
+    config: GatewayConfig,
+    started: list[Worker],
+    merged: socket.socket,
+    token: str,
+    files: int | None,
+    loop_name: str,
+) -> int:
     import asyncio
 
     from console.gateway.config import is_loopback
@@ -668,7 +696,7 @@ async def _supervise(config, started, merged, token, files, loop_name: str) -> i
         + (f"; in-flight cap {cap} per replica" if cap else "")
         + f", each worker's share of {len(started)}"
     )
-    if supervisor.admin_url:
+    if supervisor.admin_url and config.admin is not None:
         where = "" if is_loopback(config.admin[0]) else " (NOT loopback: reachable from the network)"
         print(f"admin API on {supervisor.admin_url}{where}: GET/PUT /admin/policy, GET /admin/state (every worker)")
     else:
@@ -693,7 +721,7 @@ def _seconds(value: float | None) -> str:
     return f"{value:g} s" if value else "without limit"
 
 
-def _loop_factory(choice: str):
+def _loop_factory(choice: str) -> LoopFactory | None:
     """uvloop's loop if chosen (or, with auto, if installed); None: asyncio's own."""
     if choice == "asyncio":
         return None
@@ -708,7 +736,7 @@ def _loop_factory(choice: str):
     return uvloop.new_event_loop
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     import asyncio
 
     workers = getattr(args, "workers", 1)

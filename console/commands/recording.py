@@ -23,13 +23,12 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from console.errors import UserError
 from console.when import parse_duration, show_duration
 
 if TYPE_CHECKING:
-    from console.live.handle import FleetHandle
     from console.store.recorder import Recorder, RecorderStatus
     from console.store.retention import Retention
 
@@ -180,9 +179,16 @@ def _sigint_gives_up(recorder: Recorder) -> Iterator[None]:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+class Named(Protocol):
+    """What a recording needs of a fleet: its name (a FleetHandle, or the demo's fleet before its handle exists)."""
+
+    @property
+    def name(self) -> str: ...
+
+
 @contextmanager
 def recording(
-    path: Path | None, args: argparse.Namespace, handles: Sequence[FleetHandle], verb: str
+    path: Path | None, args: argparse.Namespace, handles: Sequence[Named], verb: str
 ) -> Iterator[Recorder | None]:
     """A started recorder for the `handles` (None when `path` is None), closed (bounded) on the way out.
 

@@ -6,14 +6,17 @@ import shutil
 import sys
 import time
 
+from console.ahead.accuracy import ForecastAccuracy
 from console.ahead.words import accuracy_legend, forecast_line
 from console.fleet import format as fmt
 from console.fleet.client import client_line
-from console.fleet.columns import ONCE_COLUMNS
+from console.fleet.columns import ONCE_COLUMNS, Column, InOnce
 from console.fleet.flags import flag_title
 from console.fleet.gpu_view import FleetGpu
+from console.fleet.gpus import ReplicaGpu
+from console.fleet.view import FleetView
 from console.fleet.view_json import fleet_view_json
-from console.metrics.figures import ANSWERING, FLEET_TOTAL, FleetFigures
+from console.metrics.figures import ANSWERING, FLEET_TOTAL, Figures, FleetFigures
 from console.store import json_out
 from console.text import PIECE_CHARACTERS, bounded_line, printable
 from console.when import iso_when
@@ -27,7 +30,12 @@ def any_answered(figures: FleetFigures) -> bool:
     )
 
 
-def once_json(figures: FleetFigures, view=None, plan_file: str | None = None, accuracy=None) -> dict:
+def once_json(
+    figures: FleetFigures,
+    view: FleetView | None = None,
+    plan_file: str | None = None,
+    accuracy: ForecastAccuracy | None = None,
+) -> dict:
     """The `--once --json` object: the fleet view's JSON form (console.fleet.view_json), times in the local zone;
     `accuracy` the forecast's backtest error on the history file (console.ahead.accuracy), None without one."""
     return fleet_view_json(figures, view, plan_file, iso_when, accuracy)
@@ -38,7 +46,13 @@ def _dumps(document: dict) -> str:
     return json_out.dumps(document, indent=2)
 
 
-def once_lines(figures: FleetFigures, view, with_plan: bool, width: int | None = None, accuracy=None) -> list[str]:
+def once_lines(
+    figures: FleetFigures,
+    view: FleetView | None,
+    with_plan: bool,
+    width: int | None = None,
+    accuracy: ForecastAccuracy | None = None,
+) -> list[str]:
     """The --once text: the table and the flag lines; one line when the source itself failed
     (Prometheus down, refusing, or answering nonsense): the table would be empty and every
     flag would repeat that line."""
@@ -54,13 +68,12 @@ def once_lines(figures: FleetFigures, view, with_plan: bool, width: int | None =
     ]
 
 
-def gpu_lines(view) -> list[str]:
+def gpu_lines(view: FleetView | None) -> list[str]:
     """The fleet's GPU pages in a line under the table (what was read and paired, a page that failed), and why
     a replica's GPU figures are unknown; none without GPU pages."""
-    gpu = view.gpu if view is not None else None
-    if gpu is None:
+    if view is None or view.gpu is None:
         return []
-    rows = view.figures.replicas
+    gpu, rows = view.gpu, view.figures.replicas
     paired = [r.name for r in rows if (g := gpu.replica(r.name)) is not None and g.gpus]
     line = (
         f"GPU: {gpu.pages} dcgm-exporter page{'s' if gpu.pages != 1 else ''}, {gpu.fleet.gpus} GPUs paired with "
@@ -78,13 +91,13 @@ def gpu_lines(view) -> list[str]:
     return lines
 
 
-def client_lines(view) -> list[str]:
+def client_lines(view: FleetView | None) -> list[str]:
     """What the clients saw through the fleet's gateways, one line under the table; none without a gateway."""
     line = client_line(view.gateway, view.figures.fleet) if view is not None else None
     return [printable(line)] if line else []
 
 
-def forecast_lines(view, accuracy=None) -> list[str]:
+def forecast_lines(view: FleetView | None, accuracy: ForecastAccuracy | None = None) -> list[str]:
     """The arrivals ahead, one line under the table; only with a plan (without one there is no capacity to pass,
     and the two samples of a --once run make no trend worth a line). With a history file (`accuracy`), each
     horizon's past error and a second line saying what the ± is."""
@@ -94,7 +107,7 @@ def forecast_lines(view, accuracy=None) -> list[str]:
     return [forecast_line(view.forecast, accuracy), *([legend] if legend else [])]
 
 
-def flag_lines(view, with_plan: bool) -> list[str]:
+def flag_lines(view: FleetView | None, with_plan: bool) -> list[str]:
     """The flags under the --once table, one line each: raised ones, then the pending ones.
 
     With a plan an empty list is said too ("none"), so a reader knows flags were judged.
@@ -122,9 +135,14 @@ def _terminal_width() -> int | None:
     return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
-def _cell(column, figures, gpu=None) -> str:
+def _cell(column: Column, figures: Figures, gpu: ReplicaGpu | None = None) -> str:
     shown = column.show(figures, gpu)
     return printable(shown) if column.unit == "text" else shown  # a Prometheus instance label: anyone's text
+
+
+def _once(column: Column) -> InOnce:
+    assert column.once is not None, "ONCE_COLUMNS holds the columns --once shows"
+    return column.once
 
 
 def render_table(figures: FleetFigures, width: int | None = None, gpu: FleetGpu | None = None) -> str:
@@ -139,9 +157,9 @@ def render_table(figures: FleetFigures, width: int | None = None, gpu: FleetGpu 
     while True:
         rows = [[_cell(c, r, g) for c in columns] for r, g in zip(figures.replicas, replica_gpu)]
         total = [_cell(c, figures.fleet, fleet_gpu) for c in columns]
-        header = [c.once.heading for c in columns]
+        header = [_once(c).heading for c in columns]
         widths = [max(len(row[i]) for row in [header, total, *rows]) for i in range(len(header))]
-        droppable = sorted((c for c in columns if c.once.drop is not None), key=lambda c: c.once.drop)
+        droppable = sorted((c for c in columns if _once(c).drop is not None), key=lambda c: _once(c).drop or 0)
         if width is None or sum(widths) + 2 * (len(widths) - 1) <= width or not droppable:
             break
         columns.remove(droppable[0])
