@@ -38,12 +38,13 @@ def add_parser(sub):
             "Without --replicas or --mode: +1 replica, a bounded queue of 32, hosted after 16, defer batch."
         ),
         epilog=(
-            "exit status: 0 done; 1 the fleet could not be read; 2 bad input.\n"
+            "exit status: 0 done; 1 the fleet (or the recording at --at) could not be read; 2 bad input.\n"
             "examples:\n"
             "  capcon whatif plans/assistant-70b.yaml                      # the plan's fleet, the default levers\n"
             "  capcon whatif plan.yaml --target 10.0.0.5:8000 --replicas +1 --replicas +2 --json\n"
             "  capcon whatif plan.yaml --mode bounded_queue --max-queue 16 --rps-scale 1.5\n"
-            "  capcon whatif plan.yaml --rps 20                              # the plan alone, no fleet"
+            "  capcon whatif plan.yaml --rps 20                              # the plan alone, no fleet\n"
+            "  capcon whatif plan.yaml --db history.sqlite --at '2026-11-30 10:40' --replicas +1  # what it would have done"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -93,6 +94,17 @@ def add_parser(sub):
         metavar="M",
         help=f"minutes ahead to simulate (default {DEFAULT_MINUTES}, at most {MAX_MINUTES})",
     )
+    parser.add_argument(
+        "--db",
+        metavar="FILE",
+        help="a history file (capcon watch --db, capcon record): run the levers at the moment --at, on what it "
+        "recorded (the minutes before for the workload, the arrivals that came after)",
+    )
+    parser.add_argument(
+        "--at",
+        metavar="WHEN",
+        help="with --db: the moment (2026-11-30 10:40, 10:40 today, -2h, unix seconds)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="the random draws' seed (default 0)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.set_defaults(run=run)
@@ -126,6 +138,10 @@ def check_options(args) -> None:
         raise UserError(f"--max-wait {args.max_wait:g}: expected seconds over 0 and at most 600")
     if (args.max_queue is not None or args.max_wait is not None or args.hosted_after is not None) and not args.mode:
         raise UserError("--max-queue, --max-wait and --hosted-after set a --mode scenario; expected --mode MODE")
+    if (args.db is None) != (args.at is None):
+        raise UserError("--db and --at go together: a history file and the moment in it; expected both")
+    if args.db is not None and (args.target or args.source is not None or args.prometheus):
+        raise UserError("--db reads a recording: expected no --target, --source or --prometheus with it")
     if not math.isfinite(args.interval) or not 0.2 <= args.interval <= 600:
         raise UserError(f"--interval {args.interval:g}: expected seconds from 0.2 to 600")
 
@@ -142,7 +158,12 @@ def run(args) -> int:
     from console.live.setup import load_plans
 
     [plan] = load_plans([args.plan], estimate_capacity)
-    if plan_only(args):
+    if args.db is not None:
+        situation = whatif_run.from_recording(plan, args, estimate_capacity)
+        if isinstance(situation, str):
+            print(f"capcon whatif: {bounded_line(situation, PIECE_CHARACTERS)}", file=sys.stderr)
+            return 1
+    elif plan_only(args):
         situation = whatif_run.from_plan(plan, args)
     else:
         situation = whatif_run.from_fleet(plan, args)

@@ -5,6 +5,9 @@ The situation, the run and the report live in console/ahead/whatif_report.py (th
 
 from __future__ import annotations
 
+from dataclasses import replace
+from itertools import pairwise
+
 from console.ahead.whatif import DEFAULT_LEVERS, Lever
 from console.ahead.whatif_report import (
     Report,
@@ -54,6 +57,84 @@ def from_fleet(plan: Plan, args) -> Situation | str:
     return from_view(
         plan, handle.name, answer, bool(handle.gateways), args.minutes, args.interval, args.rps, args.rps_scale
     )
+
+
+def from_recording(plan: Plan, args, estimate) -> Situation | str:
+    """The fleet as recorded at --at (the view the replay shows then: the minutes before it give the lengths, the
+    TPOT for the correction and the rate), with the arrivals the recording holds for the minutes after it (what
+    came); past the recording's end the last recorded minute's rate is held. Why not, in words."""
+    import time
+
+    from console.errors import UserError
+    from console.replay.controller import first_view
+    from console.replay.fleet_replay import WARMUP_SECONDS
+    from console.when import parse_when
+
+    try:
+        at = parse_when(args.at, time.time())
+    except ValueError as problem:
+        raise UserError(f"--at {problem}") from None
+    name = plan.name
+    try:
+        # From a warm-up before the moment to the moment: the view then is the one the replay shows.
+        controller, _ = first_view(args.db, [name], start=at - WARMUP_SECONDS, end=at, estimate=estimate)
+    except UserError as problem:
+        raise UserError(str(problem).replace("--fleet ", "the plan's fleet ", 1)) from None
+    try:
+        frame = controller.seek(at)
+        view = frame.views[0] if frame.views else None
+        if view is None:
+            return f"{args.db}: no view of fleet {name!r} at {args.at} (no poll recorded by then)"
+        window = view.figures.window_seconds or 60.0
+        situation = from_view(
+            plan, name, view, view.gateway is not None, args.minutes, window, args.rps, args.rps_scale
+        )
+        if isinstance(situation, str) or args.rps is not None:
+            return situation
+        came = recorded_minutes(args.db, name, at, args.minutes)
+        if came is None:
+            return replace(situation, basis=f"{situation.basis}: nothing recorded after --at")
+        scale = args.rps_scale if args.rps_scale is not None else 1.0
+        basis = "recorded arrivals after --at" + (f" x{scale:g}" if args.rps_scale is not None else "")
+        return replace(situation, rps_by_minute=tuple(r * scale for r in came), basis=basis)
+    finally:
+        controller.replay.close()
+
+
+def recorded_minutes(path: str, fleet: str, at: float, minutes: int) -> tuple[float, ...] | None:
+    """The fleet's recorded request rate for each of the `minutes` after `at`: per replica, its counter's rise
+    over the recorded steps ending in that minute over their length (a restart's step left out), summed over
+    the replicas; a minute not recorded holds the one before. None: none recorded."""
+    from console.store.arrivals import minute_requests
+    from console.store.database import Store
+
+    store = Store.open(path, read_only=True)
+    try:
+        points = minute_requests(store, fleet, at - 120.0, at + minutes * 60.0 + 60.0)
+    finally:
+        store.close()
+    rates: list[float | None] = []
+    for minute in range(minutes):
+        start, stop = at + minute * 60.0, at + (minute + 1) * 60.0
+        total, known = 0.0, False
+        for series in points.values():
+            rose = elapsed = 0.0
+            for (t0, r0, s0), (t1, r1, s1) in pairwise(series):
+                if r0 is None or r1 is None or r1 < r0 or (s0 is not None and s1 is not None and s0 != s1):
+                    continue  # unknown, or a restart between the two
+                if start < t1 <= stop and t1 > t0:
+                    rose += r1 - r0
+                    elapsed += t1 - t0
+            if elapsed > 0:
+                total, known = total + rose / elapsed, True
+        rates.append(total if known else None)
+    if all(rate is None for rate in rates):
+        return None
+    held: list[float] = []
+    first = next(rate for rate in rates if rate is not None)
+    for rate in rates:
+        held.append(rate if rate is not None else (held[-1] if held else first))
+    return tuple(held)
 
 
 async def _read(handle, interval: float):

@@ -113,3 +113,48 @@ def test_now_runs_the_mode_the_gateway_says_it_enforces(gateway, said, expected)
     assert now.mode == expected
     if gateway:
         assert now.max_queue == 64  # the plan's bounds: the gateway's page does not say its own
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory):
+    from tests.replay.recording import T0, record_synthetic
+
+    path = tmp_path_factory.mktemp("whatif") / "history.sqlite"
+    record_synthetic(path, 900.0, fleet="internal-assistant-18rps", keep_views=False)
+    return path, T0
+
+
+def test_on_a_recording_the_arrivals_are_those_that_came_after_the_moment(recording):
+    path, start = recording
+    at = start + 780.0
+    answer = _whatif(str(PLAN), "--db", str(path), "--at", str(at), "--minutes", "2", "--replicas", "+1", "--json")
+    assert answer.returncode == 0, answer.stderr
+    report = json.loads(answer.stdout)
+    assert report["arrivals"]["basis"] == "recorded arrivals after --at"
+    # Four synthetic replicas answer 2-5 requests each per 5 s poll: 1.6-4 rps in all.
+    assert all(1.6 <= rps <= 4.0 for rps in report["arrivals"]["rps_by_minute"]), report["arrivals"]
+    assert report["observed"]["replicas"] == 4
+    assert [s["name"] for s in report["scenarios"]] == ["now", "+1 replica"]
+    assert report["correction"]["observed_tpot_p95_seconds"] is not None
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--db", "x.sqlite"], "--db and --at go together"),
+        (["--at", "10:40"], "--db and --at go together"),
+        (["--db", "x.sqlite", "--at", "10:40", "--target", "127.0.0.1:9"], "--db reads a recording"),
+    ],
+)
+def test_a_recording_asked_for_wrongly_is_one_line_and_exit_2(args, said):
+    answer = _whatif(str(PLAN), *args)
+    assert answer.returncode == 2, answer.stdout
+    assert len(answer.stderr.strip().splitlines()) == 1 and said in answer.stderr
+
+
+def test_a_moment_the_recording_does_not_hold_is_one_line(recording):
+    path, start = recording
+    answer = _whatif(str(PLAN), "--db", str(path), "--at", str(start - 7200.0), "--minutes", "1")
+    assert answer.returncode == 2, answer.stdout
+    assert len(answer.stderr.strip().splitlines()) == 1 and "no polls" in answer.stderr, answer.stderr
+    assert "--fleet" not in answer.stderr
