@@ -267,6 +267,7 @@ JSON_SUBSECTIONS = {
     "`capcon plan --schedule --format json`": "schedule",
     "`capcon watch --once --json`": "watch",
     "`capcon history --json`": "history",
+    "`capcon whatif --json`": "whatif",
 }
 
 
@@ -376,6 +377,8 @@ def printed_keys(tmp_path_factory) -> dict[str, set[str]]:
         summarised = capcon_in_process("history", "--db", str(history), "--json", "--by", "hour")
         compared = capcon_in_process("history", "--db", str(history), "--json", "--plan", str(second))
         backtested = capcon_in_process("history", "--db", str(history), "--json", "--backtest")
+        # On the plan alone, a minute at 5 rps: well under a second of simulation.
+        whatif = capcon_in_process("whatif", SIM_PLAN, "--rps", "5", "--minutes", "1", "--replicas", "+1", "--json")
         watched = finished_json(watch)
     finally:
         for process in (gateway, sim):
@@ -386,6 +389,7 @@ def printed_keys(tmp_path_factory) -> dict[str, set[str]]:
         "schedule": keys_of(schedule),
         "watch": keys_of(watched),
         "history": keys_of(summarised) | keys_of(compared) | keys_of(backtested),
+        "whatif": keys_of(whatif),
     }
 
 
