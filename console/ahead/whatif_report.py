@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from console.ahead.forecast import Forecast
 from console.ahead.whatif import (
+    CORRECTION_BOUNDS,
     Correction,
     Costs,
     Lengths,
@@ -104,7 +105,12 @@ class Report:
             said = (
                 f"correction: simulated steps x{c.factor:.2f} (live TPOT p95 {_seconds(c.observed_tpot_p95_seconds)}, "
                 f"the simulator's {_seconds(c.simulated_tpot_p95_seconds)} at "
-                f"{rps_words(c.at_rps_per_replica)} rps per replica: the factor that makes them meet)"
+                f"{rps_words(c.at_rps_per_replica)} rps per replica: "
+                + (
+                    "held at its bound, the plan's model and the fleet disagree more than a correction should fix)"
+                    if c.factor in CORRECTION_BOUNDS
+                    else "the factor that makes them meet)"
+                )
             )
         else:
             said = f"correction: x{c.factor:.2f}, {c.reason}"

@@ -195,13 +195,16 @@ class WhatIfScreen(ModalScreen[None]):
         event.stop()
         self.action_run()
 
-    @work(thread=True, exclusive=True, group="whatif")
+    @work(thread=True, exclusive=True, group="whatif", exit_on_error=False)
     def _run(self, view: FleetView, lever: Lever, minutes: int) -> None:
         try:
             lines = self.context.run(self.context, view, lever, minutes)
         except Exception as error:  # noqa: BLE001 - a failed run is said in the dialog, the console stays up
             lines = [f"the what-if failed: {type(error).__name__}: {error}"]
-        self.app.call_from_thread(self._show, lines)
+        try:
+            self.app.call_from_thread(self._show, lines)
+        except RuntimeError:
+            pass  # the console closed while the scenario ran: nobody to show it to
 
     def _show(self, lines: list[str]) -> None:
         self.running = False
