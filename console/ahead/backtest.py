@@ -253,6 +253,7 @@ def fleet_minutes(
     totals: dict[float, list[float]] = {}  # minute end -> [rps, replicas]
     for points in replicas.values():
         ordered = sorted(points, key=lambda p: p.at)
+        steps: dict[float, list[float]] = {}  # minute end -> [requests, seconds] of this replica's steps ending in it
         for older, newer in pairwise(ordered):
             elapsed = newer.at - older.at
             if not 0 < elapsed <= MAX_STEP_SECONDS or older.requests is None or newer.requests is None:
@@ -263,8 +264,13 @@ def fleet_minutes(
             if restarted:
                 continue
             end = math.floor(newer.at / MINUTE) * MINUTE + MINUTE
+            step = steps.setdefault(end, [0.0, 0.0])
+            step[0] += newer.requests - older.requests
+            step[1] += elapsed
+        # Two of a replica's steps ending in one minute (a sample taken twice in it) make one rate, not two.
+        for end, (requests, seconds) in steps.items():
             entry = totals.setdefault(end, [0.0, 0.0])
-            entry[0] += (newer.requests - older.requests) / elapsed
+            entry[0] += requests / seconds
             entry[1] += 1
     out = []
     for end in sorted(totals):

@@ -124,6 +124,15 @@ def test_a_spike_that_never_comes_is_a_false_alarm_and_a_sudden_jump_is_a_miss()
     assert jumped is not None and jumped.missed > 0
 
 
+def test_a_replica_sampled_twice_in_a_minute_counts_once_in_it():
+    # 2 rps throughout; the last minute holds two samples (a recording's last poll beside the minute's own).
+    points = [CounterPoint(T0 + 59 + 60 * i, 120.0 * i, 1.0) for i in range(3)]
+    points.insert(2, CounterPoint(T0 + 60 + 100, 200.0, 1.0))  # between 1:59 and 2:59, in the minute ending 3:00
+    rates = {m.at - T0: (m.rps, m.capacity_rps) for m in fleet_minutes({"a": points}, lambda at: 4.0)}
+    assert rates[180.0] == pytest.approx((2.0, 4.0))  # one replica's one rate, not 4 rps from two
+    assert rates[120.0] == pytest.approx((2.0, 4.0))
+
+
 def test_fleet_minutes_sums_replica_rates_and_leaves_restarts_and_gaps_unknown():
     a = [CounterPoint(T0 + 59 + 60 * i, 120.0 * i, 1.0) for i in range(6)]  # 2 rps
     b = [CounterPoint(T0 + 58 + 60 * i, 60.0 * i, 1.0) for i in range(3)]  # 1 rps, then restarted
