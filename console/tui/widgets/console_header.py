@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -12,6 +13,11 @@ from console.fleet.format import middle_cut
 from console.fleet.overflow import mode_words
 from console.text import printable
 from console.tui.widgets.diff_text import DiffText
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from console.tui.widgets.options import WidgetOptions
 
 
 @dataclass(frozen=True)
@@ -177,7 +183,7 @@ def header_parts(info: HeaderInfo) -> list[Part]:
 
 
 class ConsoleHeader(DiffText):
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(**kwargs)
         self._shown: tuple[HeaderInfo, int] | None = None
 

@@ -7,9 +7,16 @@ repainted; a change of styles or of the line count repaints the widget.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.geometry import Region
 from textual.widget import Widget
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from console.tui.widgets.options import WidgetOptions
 
 
 def changed_regions(before: Text | None, after: Text) -> list[Region] | None:
@@ -36,7 +43,7 @@ class DiffText(Widget):
     DEFAULT_CSS = "DiffText { height: auto; }"
     WRAPS = False  # wrapped text moves characters between screen lines: repaint it whole
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(**kwargs)
         self._text: Text | None = None
         self.renders = 0  # how many times the text really changed (tests read it)

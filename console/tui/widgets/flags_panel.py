@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
 from console.fleet import format as fmt
-from console.fleet.flags import Flag, Pending, Thresholds, asks_for_overflow, flag_title
+from console.fleet.flags import Flag, Pending, Severity, Thresholds, asks_for_overflow, flag_title
 from console.fleet.judge import fixed_words
 from console.text import listed, printable
 from console.tui.widgets.diff_text import DiffText
 from console.tui.widgets.table_row import BADGES
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from console.tui.widgets.options import WidgetOptions
 
 # A flag or a pending rule over many replicas names this many (worst first, then oldest) and counts the rest: at
 # 10,000 replicas the panel's wrapped list of every name cost half a second a refresh, for lines nobody reads.
@@ -35,7 +42,7 @@ class FlagsPanel(DiffText):
     WRAPS = True
     COMPONENT_CLASSES = {"flags-panel--critical", "flags-panel--warning", "flags-panel--info"}
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(**kwargs)
         self._shown: tuple | None = None
 
@@ -103,7 +110,7 @@ class FlagsPanel(DiffText):
         self.show_text(text)
 
 
-def pending_lines(pending: tuple[Pending, ...], now: float, width: int = 0):
+def pending_lines(pending: tuple[Pending, ...], now: float, width: int = 0) -> Iterator[str]:
     """One entry per kind of condition that holds but is not a flag yet: how long it has held of how long it must.
 
     With a `width`, each entry is packed phrase by phrase into lines of that width ("(21 s of 30 s)" never
@@ -148,7 +155,7 @@ def title_of(kind: str) -> str:
     return flag_title(kind)
 
 
-def _grouped(flags: tuple[Flag, ...], now: float):
+def _grouped(flags: tuple[Flag, ...], now: float) -> Iterator[tuple[Severity, str, str, tuple[str, str], str, str]]:
     """One entry per kind of flag: four saturated replicas read as one line naming all four."""
     kinds: dict[str, list[Flag]] = {}
     for flag in flags:  # already worst first, then oldest

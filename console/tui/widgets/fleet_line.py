@@ -50,8 +50,8 @@ class FleetLine(DiffText):
         "fleet-line--unknown",
     }
 
-    def __init__(self, index: int, name: str, **kwargs) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, index: int, name: str) -> None:
+        super().__init__()
         self.index = index
         self.fleet_name = name
         self._shown: tuple | None = None
@@ -62,7 +62,7 @@ class FleetLine(DiffText):
         """`label`: the fleet's name as the overview fits it (overview_names); else its name, cut at the end."""
         self.set_class(selected, "-selected")
         if view is None:
-            line = ("unknown", fmt.UNKNOWN, fmt.UNKNOWN, fmt.UNKNOWN, "waiting for the first poll")
+            cells = ("unknown", fmt.UNKNOWN, fmt.UNKNOWN, fmt.UNKNOWN, "waiting for the first poll")
         else:
             plan = view.plan
             load = fmt.rate(view.figures.fleet.requests_per_second)
@@ -84,7 +84,7 @@ class FleetLine(DiffText):
                 flag = "none yet: cells over a limit now"
             else:
                 flag = "none"
-            line = (
+            cells = (
                 worst.severity if worst else "pending" if pending else "over" if over else "ok",
                 f"{load}/{capacity}",
                 fmt.share(view.headroom),
@@ -92,7 +92,7 @@ class FleetLine(DiffText):
                 flag,
             )
         name = fit(label if label is not None else printable(self.fleet_name), name_width)
-        line = (*line, name)
+        line = (*cells, name)
         if line == self._shown:
             return
         self._shown = line

@@ -12,19 +12,29 @@ queue, KV and latency.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widget import Widget
 
-from console.fleet.columns import CONSOLE_BY_KEY, CONSOLE_COLUMNS
+from console.fleet.columns import CONSOLE_COLUMNS
 from console.fleet.format import short_names
 from console.fleet.view import FleetView, Row, RowFilter, sort_rows
 from console.metrics.figures import FLEET_TOTAL
 from console.text import printable
+from console.tui.console_columns import in_console
 from console.tui.literal import fit
 from console.tui.widgets.diff_text import DiffText
 from console.tui.widgets.scroll import ConsoleScroll
 from console.tui.widgets.table_row import BADGE_WIDTH, WIDTHS, TableRow
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from console.tui.widgets.options import WidgetOptions
 
 ROW_MARGIN = 3  # rows kept current just outside the view, so a step of the cursor shows fresh figures at once
 POOL_SCREENS = 2  # row widgets per terminal line: a page of scrolling seldom moves the window
@@ -35,8 +45,8 @@ def columns_for(width: int, gpu: bool = False) -> tuple[str, ...]:
     (a fleet whose GPU pages are read), and then the first to go on a narrow terminal."""
     chosen = [c for c in CONSOLE_COLUMNS if gpu or not c.is_gpu]
     while chosen and BADGE_WIDTH + sum(WIDTHS[c.key] for c in chosen) > width:
-        least = max(chosen, key=lambda c: (c.console.priority, c.console.place))
-        if least.console.priority == 0:
+        least = max(chosen, key=lambda c: (in_console(c.key).priority, in_console(c.key).place))
+        if in_console(least.key).priority == 0:
             break
         chosen.remove(least)
     return tuple(c.key for c in chosen)
@@ -54,7 +64,7 @@ class TableBody(ConsoleScroll):
     Never focused: up and down choose a replica (the view follows the choice) instead of scrolling.
     """
 
-    def __init__(self, on_resize, *children: Widget, **kwargs) -> None:
+    def __init__(self, on_resize: Callable[[], None], *children: Widget, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(*children, can_focus=False, **kwargs)
         self._on_resize = on_resize
 
@@ -67,7 +77,7 @@ class Gap(Widget):
 
     DEFAULT_CSS = "Gap { height: 0; display: none; }"
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(**kwargs)
         self.lines = 0
 
@@ -105,7 +115,7 @@ class FleetTable(Vertical):
     FleetTable > TableBody { height: auto; max-height: 100%; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(**kwargs)
         self.view: FleetView | None = None
         self.sort_key: str | None = None  # None: the source's order
@@ -131,7 +141,7 @@ class FleetTable(Vertical):
         self._names: tuple[tuple[str, ...], int, dict[str, str]] = ((), 0, {})
         self._longest: tuple[tuple[str, ...], int] = ((), 0)  # the names, and the longest as shown
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         yield self._header
         yield self._body
         yield self._filter_line
@@ -208,7 +218,7 @@ class FleetTable(Vertical):
     def _header_cells(self) -> tuple[str, ...]:
         titles = []
         for key in self._columns:
-            title = CONSOLE_BY_KEY[key].console.title
+            title = in_console(key).title
             if key == self.sort_key:
                 title += "▼" if self.descending else "▲"
             titles.append(title)

@@ -5,11 +5,18 @@ Shown only for a fleet with gateways (fleet.gateways or --gateway); the words ar
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 
 from console.fleet.overflow import Line
 from console.text import printable
 from console.tui.widgets.diff_text import DiffText
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from console.tui.widgets.options import WidgetOptions
 
 
 class OverflowPanel(DiffText):
@@ -20,7 +27,7 @@ class OverflowPanel(DiffText):
         "overflow-panel--suggest",
     }
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(**kwargs)
         self._lines: tuple[Line, ...] = ()
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 
 from console.fleet import format as fmt
 from console.fleet.view import Comparison, FleetView
 from console.tui.literal import fit
 from console.tui.widgets.diff_text import DiffText
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from console.tui.widgets.options import WidgetOptions
 
 SYMBOLS = {"ok": "✓", "warning": "▲", "critical": "✖", "unknown": "?"}
 STYLES = {
@@ -46,11 +53,12 @@ def shown(comparison: Comparison, value: float | None) -> str:
 class PlanPanel(DiffText):
     COMPONENT_CLASSES = set(STYLES.values())
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(**kwargs)
         self._shown: tuple | None = None
 
     def show(self, view: FleetView) -> None:
+        lines: tuple[tuple[str, str, str, str], ...]
         if view.plan is None:
             lines = (("unknown", "no plan: pass a plan file to compare with", "", ""),)
         else:

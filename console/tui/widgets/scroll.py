@@ -21,5 +21,6 @@ class WholeCellScrollBarRender(ScrollBarRender):
 
 class ConsoleScroll(VerticalScroll):
     def on_mount(self) -> None:
-        self.vertical_scrollbar.renderer = WholeCellScrollBarRender
-        self.horizontal_scrollbar.renderer = WholeCellScrollBarRender
+        # These two bars only. Textual's docs set `renderer` on an instance this way, though it annotates it ClassVar.
+        self.vertical_scrollbar.renderer = WholeCellScrollBarRender  # type: ignore[misc]
+        self.horizontal_scrollbar.renderer = WholeCellScrollBarRender  # type: ignore[misc]

@@ -10,6 +10,7 @@ and nothing here raises whatever the values.
 from __future__ import annotations
 
 import math
+from typing import TypeGuard
 
 BARS = "▁▂▃▄▅▆▇█"
 
@@ -18,16 +19,16 @@ def bucketed(
     points: tuple[tuple[float, float | None], ...], width: int, bucket_seconds: float
 ) -> tuple[float | None, ...]:
     """The worst (largest) value per bucket for the `width` buckets ending with the newest point's."""
-    if not _finite(bucket_seconds) or bucket_seconds <= 0:
+    if not finite(bucket_seconds) or bucket_seconds <= 0:
         return ()
-    points = tuple((at, value) for at, value in points if _finite(at) and math.isfinite(at / bucket_seconds))
+    points = tuple((at, value) for at, value in points if finite(at) and math.isfinite(at / bucket_seconds))
     if not points or width <= 0:
         return ()
     newest = math.floor(points[-1][0] / bucket_seconds)
     buckets: dict[int, float] = {}
     for at, value in points:
         index = math.floor(at / bucket_seconds)
-        if not _finite(value) or newest - index >= width:
+        if not finite(value) or newest - index >= width:
             continue
         buckets[index] = max(value, buckets.get(index, value))
     first = max(newest - width + 1, math.floor(points[0][0] / bucket_seconds))
@@ -36,11 +37,11 @@ def bucketed(
 
 def spark(values: tuple[float | None, ...], width: int, top: float | None = None) -> str:
     shown = values[-width:] if width > 0 else ()
-    known = [v for v in shown if _finite(v)]
-    ceiling = top if _finite(top) else (max(known) if known else 0.0)
-    out = []
+    known = [v for v in shown if finite(v)]
+    ceiling = top if finite(top) else (max(known) if known else 0.0)
+    out: list[str] = []
     for value in shown:
-        if not _finite(value):
+        if not finite(value):
             out.append(" ")
         elif ceiling <= 0:
             out.append(BARS[0])
@@ -51,5 +52,6 @@ def spark(values: tuple[float | None, ...], width: int, top: float | None = None
     return "".join(out).rjust(width)
 
 
-def _finite(value) -> bool:
+def finite(value: object) -> TypeGuard[float]:
+    """A number to draw: an int or float that is neither NaN nor infinite."""
     return isinstance(value, (int, float)) and math.isfinite(value)

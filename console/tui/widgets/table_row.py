@@ -6,6 +6,9 @@ widgets keep the bytes sent over SSH to the lines that really changed.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from rich.style import Style
 from rich.text import Text
 
 from console.fleet.columns import CONSOLE_BY_KEY
@@ -13,6 +16,11 @@ from console.fleet.view import Row
 from console.text import printable
 from console.tui.literal import fit, fit_middle
 from console.tui.widgets.diff_text import DiffText
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from console.tui.widgets.options import WidgetOptions
 
 WIDTHS = {
     "name": 12,
@@ -78,16 +86,16 @@ class TableRow(DiffText):
         "table-row--selected-mark",
     }
 
-    def __init__(self, key: str, **kwargs) -> None:
+    def __init__(self, key: str, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(**kwargs)
         self.key = key
         self._shown: tuple | None = None
         self._held: tuple | None = None  # the latest figures of a row out of view, shown when it scrolls in
         self._unstyled: tuple | None = None  # what was shown before the row was mounted
         self._can_style = False
-        self._badge_styles: dict[str, object] = {}  # looked up once: the theme does not change under a row
+        self._badge_styles: dict[str, Style] = {}  # looked up once: the theme does not change under a row
 
-    def _style(self, name: str):
+    def _style(self, name: str) -> Style:
         if name not in self._badge_styles:
             self._badge_styles[name] = self.get_component_rich_style(f"table-row--{name}", partial=True)
         return self._badge_styles[name]

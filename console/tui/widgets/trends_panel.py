@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
 from console.fleet import format as fmt
 from console.fleet.trends import Trends
 from console.tui.widgets.diff_text import DiffText
-from console.tui.widgets.sparkline import bucketed, spark
+from console.tui.widgets.sparkline import bucketed, finite, spark
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from console.tui.widgets.options import WidgetOptions
 
 LABEL_WIDTH = 8
 VALUE_WIDTH = 12
@@ -19,12 +25,8 @@ def _last(values: tuple[float | None, ...]) -> float | None:
     return values[-1] if values else None
 
 
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
-
-
 class TrendsPanel(DiffText):
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(**kwargs)
         self._trends: Trends | None = None
         self._shown: str | None = None
@@ -50,7 +52,7 @@ class TrendsPanel(DiffText):
 
         load, capacity = series("load_rps"), series("capacity_rps")
         last_capacity = _last(t.series("capacity_rps"))
-        known = [v for v in load + capacity if _finite(v)]
+        known = [v for v in load + capacity if finite(v)]
         # A top that only grows in steps, so bars do not all rescale with every small change.
         top = _step_up(max(known)) if known else None
         lines = [
@@ -79,7 +81,7 @@ class TrendsPanel(DiffText):
 
 
 def _max(values: tuple[float | None, ...]) -> float | None:
-    known = [v for v in values if _finite(v)]
+    known = [v for v in values if finite(v)]
     return max(known) if known else None
 
 
@@ -89,7 +91,7 @@ def _step_up(value: float | None) -> float | None:
     Never raises: a value that is not a finite number gives no scale (None), and one so large
     that no 1-2-5 step above it is a float is its own scale.
     """
-    if not _finite(value):
+    if not finite(value):
         return None
     if value <= 0:
         return value
