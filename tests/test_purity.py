@@ -5,7 +5,14 @@ import sys
 
 import pytest
 
-PURE_PACKAGES = ["console.plan", "console.metrics", "console.fleet", "console.overflow", "console.ahead", "console.engines"]
+PURE_PACKAGES = [
+    "console.plan",
+    "console.metrics",
+    "console.fleet",
+    "console.overflow",
+    "console.ahead",
+    "console.engines",
+]
 FORBIDDEN = ["textual", "rich", "httpx", "sqlite3", "sqlite_utils", "aiohttp", "prometheus_api_client", "requests"]
 
 
