@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, cast
 
 from textual.css.query import NoMatches
+from textual.dom import DOMNode
 from textual.screen import Screen
 
+if TYPE_CHECKING:
+    from console.tui.app import ConsoleApp
 
-class ConsoleScreen(Screen):
+
+def console_app(node: DOMNode) -> ConsoleApp:
+    """The app a console screen or widget runs in, as the ConsoleApp it is (Textual types `node.app` as App[Any])."""
+    return cast("ConsoleApp", node.app)
+
+
+class ConsoleScreen(Screen[None]):
     _ready = False
     index: int | None = None  # the fleet this screen shows; None: every fleet (the overview)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
@@ -43,7 +44,7 @@ class FaultScreen(ModalScreen[str | None]):
         super().__init__()
         self.menu = menu
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         with Vertical(id="fault-menu") as box:
             box.border_title = (
                 f"faults on {printable(self.menu.name)} (replica {self.menu.index + 1} of {self.menu.replicas})"

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Input
 
-from console.fleet.columns import CONSOLE_BY_KEY
 from console.fleet.overflow import SWITCH_KEY, panel_lines, suggestion
 from console.fleet.view import FilterError, parse_filter
 from console.live.session import FleetSession
-from console.tui.screens.base import ConsoleScreen, local_hhmm
+from console.tui.console_columns import in_console
+from console.tui.screens.base import ConsoleScreen, console_app, local_hhmm
 from console.tui.screens.replica_screen import ReplicaScreen
 from console.tui.screens.sort_screen import SOURCE_ORDER, SortScreen, default_descending
 from console.tui.widgets.console_header import ConsoleHeader
@@ -69,7 +70,7 @@ class FleetScreen(ConsoleScreen):
     def chosen_replica(self) -> str | None:
         return self.table.selected  # the row selected in the table
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         yield ConsoleHeader(id="header")
         yield FleetTable(id="table")
         with Horizontal(id="lower"):
@@ -95,7 +96,7 @@ class FleetScreen(ConsoleScreen):
         return self.query_one(FleetTable)
 
     def draw(self) -> None:
-        app, session = self.app, self.session
+        app, session = console_app(self), self.session
         view = session.view
         self.query_one(ConsoleHeader).show(app.header_info(session))
         if view is None:
@@ -117,7 +118,7 @@ class FleetScreen(ConsoleScreen):
             planned=view.plan is not None,
             over=over,
             switches=session.switch_lines(local_hhmm),
-            switch_key=SWITCH_KEY if app.can_switch(self.index) else None,
+            switch_key=SWITCH_KEY if app.can_switch(session.index) else None,
         )
 
     # --- actions -------------------------------------------------------------
@@ -139,7 +140,7 @@ class FleetScreen(ConsoleScreen):
             table.sort_by(column, default_descending(column))
         self.app.clear_notifications()
         # The column as the header titles it (TTFT95, not the key `ttft`).
-        title = CONSOLE_BY_KEY[table.sort_key].console.title if table.sort_key is not None else ""
+        title = in_console(table.sort_key).title if table.sort_key is not None else ""
         order = (
             "source order"
             if table.sort_key is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
@@ -27,7 +28,7 @@ class GoToScreen(ModalScreen[float | None]):
         super().__init__()
         self.at = at  # the replay clock when the box opened: what relative times and HH:MM are read against
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         with Vertical(id="goto"):
             yield Static(f"now shown: {shown_time(self.at)}", id="goto-now", markup=False)
             yield Input(placeholder=PROMPT, id="goto-input")

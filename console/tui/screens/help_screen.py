@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from console.tui.drivers import ReplayDriver
+from console.tui.screens.base import console_app
 from console.tui.widgets.scroll import ConsoleScroll
 
 HELP = """\
@@ -21,8 +23,7 @@ o          overview: several plans' fleets (capcon watch PLAN PLAN ...)
 w          save an SVG screenshot into capcon's data folder (path in notice)
 n          poll now                P      the plan: week schedule, report
 m          overflow switch: mode, reason, expiry, then each gateway's answer
-i          what-if: +1/-1 replica, a queue, hosted, defer, simulated first
-x          demo only: traffic x3 for 60 s
+i          what-if, simulated      x      demo only: traffic x3 for 60 s
 f          demo only: fault menu for the chosen replica (d down, r restart,
            s slow, e /metrics 500, h hang, g garbage; again clears; c clear
            the replica, a clear all). --read-only dims x and f.
@@ -56,14 +57,14 @@ i          what-if at the moment shown: a lever, simulated on its figures
 """ + HELP[HELP.index("Filters:") :]
 
 
-class HelpScreen(ModalScreen):
+class HelpScreen(ModalScreen[None]):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "close", id="close-help"),
         Binding("question_mark", "app.pop_screen", "close", show=False),
     ]
 
-    def compose(self):
-        replaying = isinstance(self.app.driver, ReplayDriver)  # type: ignore[attr-defined] - a ConsoleApp
+    def compose(self) -> ComposeResult:
+        replaying = isinstance(console_app(self).driver, ReplayDriver)
         # The first line titles the box: one more line of keys fits 80x24.
         title, _, keys = (REPLAY_HELP if replaying else HELP).partition("\n")
         with ConsoleScroll(id="help") as box:

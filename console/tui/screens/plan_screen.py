@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Static
 
@@ -17,7 +18,7 @@ from console.plan.report import render
 from console.plan.schedule import schedule
 from console.plan.sizing import size
 from console.text import printable
-from console.tui.screens.base import ConsoleScreen
+from console.tui.screens.base import ConsoleScreen, console_app
 from console.tui.widgets.console_header import ConsoleHeader
 from console.tui.widgets.scroll import ConsoleScroll
 from console.tui.widgets.sparkline import spark
@@ -75,7 +76,7 @@ class PlanScreen(ConsoleScreen):
         self._shown_now: tuple[int, int] | bool | None = False
         self._shown_forecast: tuple[Forecast | None, ForecastAccuracy | None] | None = None
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         yield ConsoleHeader()
         with ConsoleScroll():
             yield Static(id="forecast", markup=False)
@@ -84,7 +85,7 @@ class PlanScreen(ConsoleScreen):
         yield Footer()
 
     def draw(self) -> None:
-        self.query_one(ConsoleHeader).show(self.app.header_info(self.session))
+        self.query_one(ConsoleHeader).show(console_app(self).header_info(self.session))
         view = self.session.view
         now = (view.plan.weekday, view.plan.hour) if view and view.plan else None
         forecast = (view.forecast if view is not None else None, self.session.forecast_accuracy)

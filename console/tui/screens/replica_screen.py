@@ -5,13 +5,16 @@ from __future__ import annotations
 from dataclasses import fields
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Static
 
 from console.fleet import format as fmt
+from console.fleet.plan_now import PlanNow
 from console.live.session import FleetSession
+from console.metrics.figures import Figures
 from console.text import printable
-from console.tui.screens.base import ConsoleScreen
+from console.tui.screens.base import ConsoleScreen, console_app
 from console.tui.widgets.console_header import ConsoleHeader
 from console.tui.widgets.scroll import ConsoleScroll
 
@@ -27,7 +30,7 @@ SECONDS = {
 SHARES = {"kv_usage", "prefix_hit_share"}
 
 
-def figure_lines(figures) -> list[tuple[str, str]]:
+def figure_lines(figures: Figures) -> list[tuple[str, str]]:
     lines = []
     for item in fields(figures):
         value = getattr(figures, item.name)
@@ -54,7 +57,7 @@ def figure_lines(figures) -> list[tuple[str, str]]:
 BAR_WIDTH = 30
 
 
-def latency_bars(figures, plan) -> list[tuple[str, str, str]]:
+def latency_bars(figures: Figures, plan: PlanNow | None) -> list[tuple[str, str, str]]:
     """(label, bar, value and target) for the latency percentiles, on one scale so they compare at a glance."""
     rows = [
         ("TTFT p50", figures.ttft_p50_seconds, None),
@@ -89,19 +92,19 @@ class ReplicaScreen(ConsoleScreen):
     def chosen_replica(self) -> str | None:
         return self.key  # the replica shown
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         yield ConsoleHeader()
         with ConsoleScroll():
             yield Static(id="figures")
         yield Footer()
 
     def draw(self) -> None:
-        self.query_one(ConsoleHeader).show(self.app.header_info(self.session))
+        self.query_one(ConsoleHeader).show(console_app(self).header_info(self.session))
         view = self.session.view
         row = view.row(self.key) if view else None
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(f"replica {printable(self.key)}\n", style="bold")
-        if row is None:
+        if view is None or row is None:
             text.append("this replica is no longer in the figures")
         else:
             flags = [f for f in view.flags if f.subject == self.key]

@@ -6,6 +6,7 @@ The menu only chooses; the fleet screen applies the choice. Choosing the column 
 from __future__ import annotations
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
@@ -13,6 +14,7 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from console.fleet.columns import CONSOLE_BY_KEY
+from console.tui.console_columns import in_console
 
 SOURCE_ORDER = "source"
 # The key that sorts on each column: a letter the column's title suggests, never one the menu itself uses.
@@ -52,9 +54,7 @@ class SortScreen(ModalScreen[str | None]):
 
     BINDINGS = [
         *(
-            Binding(
-                key, f"choose('{column}')", CONSOLE_BY_KEY[column].console.title, show=False, id=f"sort-by-{column}"
-            )
+            Binding(key, f"choose('{column}')", in_console(column).title, show=False, id=f"sort-by-{column}")
             for column, key in SORT_KEYS.items()
         ),
         Binding(SOURCE_KEY, f"choose('{SOURCE_ORDER}')", "source order", show=False, id="sort-source-order"),
@@ -67,7 +67,7 @@ class SortScreen(ModalScreen[str | None]):
         self.descending = descending
         self.columns = columns  # those on screen now, listed first
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         with Vertical(id="sort-menu") as box:
             box.border_title = "sort by"
             box.border_subtitle = "a key or Enter sorts · again reverses · Esc closes"
@@ -79,7 +79,7 @@ class SortScreen(ModalScreen[str | None]):
         options = []
         for column in [SOURCE_ORDER] + shown:
             key = SOURCE_KEY if column == SOURCE_ORDER else SORT_KEYS[column]
-            title = "source order" if column == SOURCE_ORDER else CONSOLE_BY_KEY[column].console.title
+            title = "source order" if column == SOURCE_ORDER else in_console(column).title
             line = Text(no_wrap=True)
             line.append(f" {key}  ", style="bold")
             line.append(f"{title:<16}")

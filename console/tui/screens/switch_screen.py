@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
@@ -102,7 +104,7 @@ class SwitchScreen(ModalScreen[None]):
         self.answers: tuple[ActuatorAnswer, ...] | None = None
         self.outcome: SwitchOutcome | None = None
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         policy = self.context.plan_policy
         prefilled = {
             "max_queue": policy.max_queue,
@@ -193,7 +195,7 @@ class SwitchScreen(ModalScreen[None]):
 
     def _current_policy(self) -> Policy | None:
         mode = self.context.current_mode
-        return Policy(mode=mode) if mode in MODES else None  # type: ignore[arg-type]  # checked against MODES
+        return Policy(mode=mode) if mode in MODES else None
 
     def _show_hint(self) -> None:
         hint = self.query_one("#switch-hint", Static)
@@ -212,7 +214,7 @@ class SwitchScreen(ModalScreen[None]):
         else:
             hint.update("Tab/↑↓ fields · Enter on the reason to confirm · Esc closes")
 
-    def on_descendant_focus(self, _event) -> None:
+    def on_descendant_focus(self, _event: events.DescendantFocus) -> None:
         self._show_hint()  # the hint says what the focused field takes
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
