@@ -13,8 +13,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import FrameType
+from typing import TYPE_CHECKING
 
+from textual import events
 from textual.app import App
 from textual.binding import Binding
 from textual.screen import ModalScreen
@@ -25,6 +27,7 @@ from console.fleet.view import FleetView
 from console.live.collector import COLLECTOR
 from console.live.defaults import DEFAULT_INTERVAL_SECONDS
 from console.live.freshness import STALE_AFTER_INTERVALS
+from console.live.gateways import GatewayWatch
 from console.live.handle import FleetHandle
 from console.live.session import FleetSession
 from console.plan.model import DAYS
@@ -52,7 +55,10 @@ from console.tui.screens.plan_screen import PlanScreen
 from console.tui.widgets.console_header import HeaderInfo
 
 if TYPE_CHECKING:
+    import argparse
+
     from console.replay.controller import ReplayController
+    from console.store.recorder import Recorder
 
 # Follows the terminal's own 16-colour palette, which is what an SSH session has.
 DEFAULT_THEME = "ansi-dark"
@@ -64,9 +70,11 @@ HANGUP_GRACE_SECONDS = 1.5
 
 
 DEFAULT_SWITCH_HISTORY = "default"  # ConsoleApp's switch_history: the user's history file
+# What signal.signal takes and gives back: a handler, SIG_DFL or SIG_IGN, or None (one set outside Python).
+SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
 
-class ConsoleApp(App):
+class ConsoleApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "capcon"
     ENABLE_COMMAND_PALETTE = False
@@ -117,12 +125,12 @@ class ConsoleApp(App):
         theme: str | None = None,
         clock: Callable[[], float] = time.time,
         screenshot_dir: str | Path | None = None,
-        recorder: Any = None,
+        recorder: Recorder | None = None,
         replay: ReplayController | None = None,
         admin_token_env: str | None = None,
         actor: str | None = None,
         environ: Mapping[str, str] | None = None,
-        gateway_watch: Callable[[FleetHandle], Any] | None = None,
+        gateway_watch: Callable[[FleetHandle], GatewayWatch] | None = None,
         switch_history: str | Path | None = DEFAULT_SWITCH_HISTORY,
     ) -> None:
         super().__init__()
@@ -131,6 +139,7 @@ class ConsoleApp(App):
         # One session per watched fleet: its handle, view, gateways' view, switch timeline and error. The
         # message handlers below are their only writers; the screens are handed the session they show.
         self.sessions = [FleetSession(index, handle) for index, handle in enumerate(fleets)]
+        self._handles = tuple(fleets)  # the sessions' handles, as the kinds they were handed in as
         self.read_only = read_only
         # The overflow switch (key m): who switches, and where the gateways' admin token is read from.
         self.admin_token_env = admin_token_env
@@ -151,7 +160,9 @@ class ConsoleApp(App):
             else Path(switch_history)
         )
         self._recorder_state: str | None = None  # the last state the operator was told about
-        self._hangup_before: Any = None  # the SIGHUP handler before the console's (console.tui.app._on_hangup)
+        self._hangup_before: SignalHandler = (
+            None  # the SIGHUP handler before the console's (console.tui.app._on_hangup)
+        )
         # Live polls, or `capcon replay` (a console.replay.controller.ReplayController): then the views
         # come from the recording and the app's clock is the replay clock (header age, trends, flags all read it).
         if replay is not None:
@@ -170,7 +181,7 @@ class ConsoleApp(App):
     @property
     def fleets(self) -> list[FleetHandle | RecordedFleetLabel]:
         """Each fleet's handle, in the order they were named."""
-        return [session.handle for session in self.sessions]  # type: ignore[misc]  # handed in as one of these
+        return list(self._handles)
 
     @property
     def views(self) -> list[FleetView | None]:
@@ -360,7 +371,7 @@ class ConsoleApp(App):
         # No plan to show here (the overview, or a fleet watched without a plan); a what-if runs on the plan too.
         return not (action in ("plan", "whatif") and self._fleet_on_screen() is None)
 
-    def on_key(self, event) -> None:
+    def on_key(self, event: events.Key) -> None:
         if event.key == "o" and len(self.fleets) < 2 and self._console_screen() is not None:
             # `o` is off the footer with one fleet (check_action): pressed anyway, it says why nothing opens.
             event.stop()
@@ -372,7 +383,11 @@ class ConsoleApp(App):
         if not self.read_only:
             return
         for binding in self.BINDINGS:
-            if binding.action in self.CHANGING_ACTIONS and event.key in binding.key.split(","):
+            if (
+                isinstance(binding, Binding)
+                and binding.action in self.CHANGING_ACTIONS
+                and event.key in binding.key.split(",")
+            ):
                 if binding.action != "overflow_switch" and self.demo is None:
                     continue
                 index = self._index_on_screen()
@@ -560,7 +575,12 @@ class ConsoleApp(App):
         self.push_screen(GoToScreen(self.clock()), chosen)
 
 
-def open_console(fleets: list[FleetHandle], args: Any, demo: DemoControls | None = None, recorder: Any = None) -> int:
+def open_console(
+    fleets: list[FleetHandle],
+    args: argparse.Namespace,
+    demo: DemoControls | None = None,
+    recorder: Recorder | None = None,
+) -> int:
     """Run the console until the operator quits; returns the exit code.
 
     `fleets` holds one FleetHandle per plan; `args` gives interval, read_only, theme and
@@ -587,7 +607,7 @@ def default_screenshot_dir() -> Path:
     return default_history_path().parent / "screenshots"
 
 
-def _on_hangup(app: ConsoleApp) -> Any:
+def _on_hangup(app: ConsoleApp) -> SignalHandler:
     """On SIGHUP (the SSH session or tmux went away) leave, within HANGUP_GRACE_SECONDS whatever runs.
 
     A Python-level handler, not the event loop's: it runs in the main thread at the next bytecode,

@@ -9,31 +9,36 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from console.tui.demo_faults import CLEAR_ALL_KEY, CLEAR_REPLICA_KEY, LASTING_KINDS, DemoFaults, choice_for
+
+if TYPE_CHECKING:
+    from console.store.recorder import Recorder
 
 SPIKE_FACTOR = 3.0
 SPIKE_SECONDS = 60.0
 
 
 class DemoControls(Protocol):
-    """What `capcon demo` hands over so the console can stir its simulated fleet."""
+    """What `capcon demo` hands over so the console can stir its simulated fleet (each call may return an awaitable)."""
 
-    def spike(self, factor: float, seconds: float) -> Any: ...
+    def spike(self, factor: float, seconds: float) -> object: ...
 
-    def fault(self, index: int, kind: str) -> Any: ...
+    def fault(self, index: int, kind: str) -> object: ...
 
-    def clear_fault(self, index: int, kind: str) -> Any: ...
+    def clear_fault(self, index: int, kind: str) -> object: ...
 
-    def clear_all_faults(self) -> Any: ...
+    def clear_all_faults(self) -> object: ...
 
 
 class Demo:
-    def __init__(self, controls: DemoControls, fleet: str, recorder: Any, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, controls: DemoControls, fleet: str, recorder: Recorder | None, clock: Callable[[], float]
+    ) -> None:
         self.controls = controls
         self.fleet = fleet
-        self.recorder = recorder  # console.store.recorder.Recorder, or None
+        self.recorder = recorder  # None: not recording
         self.clock = clock
         self.faults = DemoFaults()  # what this console turned on in the demo fleet
 

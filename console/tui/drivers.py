@@ -11,8 +11,9 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from console.fleet.view import FleetView
 from console.live.defaults import MIN_CONSOLE_INTERVAL_SECONDS
 from console.live.feed import PollFeed
 from console.live.gateways import GatewayWatch
@@ -40,6 +41,12 @@ class RecordedFleetLabel:
 
     name: str
     plan: Plan | None
+
+
+class Closable(Protocol):
+    """A source the live driver closes on exit: a poll feed, or before any poll a fleet's watcher or gateways."""
+
+    async def aclose(self) -> None: ...
 
 
 class Driver:
@@ -125,7 +132,7 @@ class LiveDriver(Driver):
             feed = PollFeed(handle, app.recorder, gateways=self.gateways.get(index))
             self.feeds.append(feed)
 
-            def shown(view, index: int = index, feed: PollFeed = feed) -> None:
+            def shown(view: FleetView, index: int = index, feed: PollFeed = feed) -> None:
                 if feed.gateway_view is not None:
                     app.post_message(GatewaysUpdated(index, feed.gateway_view))
                 app.post_message(ViewUpdated(index, view))
@@ -142,7 +149,7 @@ class LiveDriver(Driver):
 
     async def stop(self) -> None:
         # Each started feed closes its replicas', gateways' and GPU pages' sources; before a start, the handles'.
-        closing = self.feeds or [h.watcher for h in self.fleets] + list(self.gateways.values())
+        closing: list[Closable] = [*self.feeds] or [*(h.watcher for h in self.fleets), *self.gateways.values()]
         for source in closing:
             try:
                 await source.aclose()
@@ -200,10 +207,8 @@ class ReplayDriver(Driver):
 
     def interval_of(self, index: int) -> float:
         """The interval the shown poll was recorded at."""
-        frame = self.frame
-        if frame is not None and frame.polls[index] is not None:
-            return frame.polls[index].interval_seconds
-        return self.interval
+        poll = self.frame.polls[index] if self.frame is not None else None
+        return poll.interval_seconds if poll is not None else self.interval
 
     def words(self) -> str | None:
         from console.replay.controller import frame_words  # noqa: PLC0415 - only a replay needs it
