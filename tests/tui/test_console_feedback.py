@@ -70,6 +70,7 @@ async def test_help_fits_80x24_and_lists_the_keys_hidden_from_the_footer():
             "j k",
             "… pend",
             "! over",
+            "what-if",
         ):
             assert hidden in text
 
