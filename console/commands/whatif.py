@@ -14,6 +14,7 @@ import json
 import math
 import sys
 
+from console.args import SubParsers
 from console.errors import UserError
 from console.live.setup import add_source_options
 from console.text import PIECE_CHARACTERS, bounded_line, printable
@@ -26,7 +27,7 @@ MAX_RPS = 100_000.0
 MAX_REPLICAS = 1_000
 
 
-def add_parser(sub):
+def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
     parser = sub.add_parser(
         "whatif",
         help="what one more replica or an overflow mode would do over the next minutes, simulated first",
@@ -111,7 +112,7 @@ def add_parser(sub):
     return parser
 
 
-def check_options(args) -> None:
+def check_options(args: argparse.Namespace) -> None:
     if not 1 <= args.minutes <= MAX_MINUTES:
         raise UserError(f"--minutes {args.minutes}: expected a whole number of minutes from 1 to {MAX_MINUTES}")
     for mode in args.mode:
@@ -146,12 +147,12 @@ def check_options(args) -> None:
         raise UserError(f"--interval {args.interval:g}: expected seconds from 0.2 to 600")
 
 
-def plan_only(args) -> bool:
+def plan_only(args: argparse.Namespace) -> bool:
     """`--rps` with no fleet named on the command line: the what-if runs on the plan alone."""
     return args.rps is not None and not args.target and args.source is None and not args.prometheus
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     check_options(args)
     from console.bench.estimate import estimate_capacity
     from console.commands import whatif_run

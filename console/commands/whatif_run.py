@@ -5,8 +5,10 @@ The situation, the run and the report live in console/ahead/whatif_report.py (th
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import replace
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 from console.ahead.whatif import DEFAULT_LEVERS, Lever
 from console.ahead.whatif_report import (
@@ -20,8 +22,13 @@ from console.ahead.whatif_report import (
 from console.plan.model import Plan
 from console.plan.sizing import size
 
+if TYPE_CHECKING:
+    from console.fleet.view import FleetView
+    from console.live.handle import FleetHandle
+    from console.plan.schema import CapacityEstimator
 
-def from_plan(plan: Plan, args) -> Situation:
+
+def from_plan(plan: Plan, args: argparse.Namespace) -> Situation:
     """The plan alone at --rps: its replicas at the peak (redundancy included), its lengths, its peak hour's mix."""
     sizing = size(plan)
     tokens = targets_workload(plan).tokens
@@ -42,7 +49,7 @@ def from_plan(plan: Plan, args) -> Situation:
     )
 
 
-def from_fleet(plan: Plan, args) -> Situation | str:
+def from_fleet(plan: Plan, args: argparse.Namespace) -> Situation | str:
     """The fleet read once as `watch --once` reads it; why not, in words, when it cannot be read."""
     import asyncio
 
@@ -59,7 +66,7 @@ def from_fleet(plan: Plan, args) -> Situation | str:
     )
 
 
-def from_recording(plan: Plan, args, estimate) -> Situation | str:
+def from_recording(plan: Plan, args: argparse.Namespace, estimate: CapacityEstimator) -> Situation | str:
     """The fleet as recorded at --at (the view the replay shows then: the minutes before it give the lengths, the
     TPOT for the correction and the rate), with the arrivals the recording holds for the minutes after it (what
     came); past the recording's end the last recorded minute's rate is held. Why not, in words."""
@@ -137,13 +144,13 @@ def recorded_minutes(path: str, fleet: str, at: float, minutes: int) -> tuple[fl
     return tuple(held)
 
 
-async def _read(handle, interval: float):
+async def _read(handle: FleetHandle, interval: float) -> FleetView | str:
     """The fleet's last view after two samples `interval` apart (one answer through Prometheus), or why not."""
     from console.live.feed import PollFeed, gateway_watch
     from console.live.loop import Cadence, failure_words, poll_loop
 
     feed = PollFeed(handle, None, gateways=gateway_watch(handle))
-    views: list = []
+    views: list[FleetView] = []
     polls = 2 if handle.watcher.source_name == "scrape" or feed.gateways is not None else 1
     failures: list[str] = []
 
@@ -164,7 +171,7 @@ class _Failed(Exception):
     """A poll that failed as a whole: a what-if has no next poll to wait for."""
 
 
-def levers(args) -> list[Lever]:
+def levers(args: argparse.Namespace) -> list[Lever]:
     chosen = [Lever(replicas=r) for r in args.replicas]
     for mode in args.mode:
         chosen.append(
@@ -178,7 +185,7 @@ def levers(args) -> list[Lever]:
     return chosen or list(DEFAULT_LEVERS)
 
 
-def report(plan: Plan, situation: Situation, args) -> Report:
+def report(plan: Plan, situation: Situation, args: argparse.Namespace) -> Report:
     from console.errors import UserError
 
     try:
