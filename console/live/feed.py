@@ -14,7 +14,7 @@ from console.fleet.flags import changes
 from console.fleet.gpu_view import GpuPages
 from console.fleet.view import FleetView, advance
 from console.live.gateways import GatewayView, GatewayWatch
-from console.live.gpu_watch import GpuWatch
+from console.live.gpu_watch import GpuWatch, through_prometheus
 from console.live.handle import FleetHandle
 from console.live.watcher import Poll
 from console.plan.model import Plan
@@ -36,10 +36,13 @@ def gateway_watch(handle: FleetHandle, timeout: float = 2.0) -> GatewayWatch | N
 
 
 def gpu_watch(handle: FleetHandle) -> GpuWatch | None:
-    """The watch of the fleet's dcgm-exporter pages, bounded by the fleet's timeout; None without any."""
+    """The watch of the fleet's dcgm-exporter pages, bounded by the fleet's timeout (or its series in the
+    fleet's Prometheus, by `dcgm_selector`); None without any."""
+    pods = {name: (pod, namespace) for name, pod, namespace in handle.replica_pods}
+    if handle.dcgm_selector is not None:
+        return through_prometheus(handle.watcher.source, handle.dcgm_selector, pods)
     if not handle.dcgm:
         return None
-    pods = {name: (pod, namespace) for name, pod, namespace in handle.replica_pods}
     return GpuWatch(handle.dcgm, timeout=handle.dcgm_timeout, pods=pods)
 
 

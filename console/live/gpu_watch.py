@@ -1,19 +1,26 @@
 """The fleet's GPUs, watched beside its replicas: each poll reads its dcgm-exporter pages once.
 
 The pages are read directly (console.sources.dcgm: concurrent, each within the poll's timeout,
-size-capped); a page that fails leaves its GPUs out of this poll (the replicas they serve read
+size-capped), or, for a fleet watched through Prometheus, as series from that same Prometheus
+(console.sources.dcgm_prometheus, `--dcgm-selector`), with the replicas' pod labels beside
+them. A page or query that fails leaves its GPUs out of this poll (the replicas they serve read
 unknown) and is named in the view, never failing the poll. The pairing of GPUs with replicas
 is the pure view's (console.fleet.gpu_view); this side only reads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from console.errors import UserError
 from console.fleet.gpu_view import GpuPages
 from console.sources.dcgm import DcgmSource
 from console.targets import TARGET_EXPECTED, checked_url, masked_target
+
+if TYPE_CHECKING:
+    from console.sources.dcgm_prometheus import DcgmPrometheusSource  # loaded only for a fleet read through Prometheus
 
 
 def dcgm_url(text: str, named: str = "--dcgm") -> str:
@@ -32,11 +39,27 @@ class GpuWatch:
         urls: Sequence[str],
         timeout: float = 2.0,
         pods: Mapping[str, tuple[str, str | None]] | None = None,
+        through: DcgmPrometheusSource | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        self.source = DcgmSource([dcgm_url(u) for u in urls], timeout=timeout)
+        # `through`: the fleet's Prometheus holds the GPUs' series (the URLs are then not read).
+        self.through = through
+        self.source: DcgmSource | DcgmPrometheusSource = (
+            through if through is not None else DcgmSource([dcgm_url(u) for u in urls], timeout=timeout)
+        )
         self.pods = dict(pods or {})  # replica name -> (pod, namespace), where the caller knows it
+        self.clock = clock  # the instant a Prometheus query is evaluated at
 
     async def poll(self) -> GpuPages:
+        if self.through is not None:
+            read = await self.through.fetch(self.clock())
+            return GpuPages(
+                gpus=read.gpus,
+                pages=read.exporters,
+                errors=read.errors,
+                pods={**read.pods, **self.pods},  # what the caller knows wins over the labels
+            )
+        assert isinstance(self.source, DcgmSource)
         results = await self.source.fetch()
         return GpuPages(
             gpus=tuple(g for r in results for g in r.gpus),
@@ -47,3 +70,18 @@ class GpuWatch:
 
     async def aclose(self) -> None:
         await self.source.aclose()
+
+
+def through_prometheus(
+    source: object, selector: str, pods: Mapping[str, tuple[str, str | None]] | None = None
+) -> GpuWatch:
+    """The GPUs' series read from the fleet's own Prometheus source (`--dcgm-selector`), matched by `selector`."""
+    from console.sources.dcgm_prometheus import DcgmPrometheusSource  # noqa: PLC0415 - only a Prometheus fleet
+    from console.sources.prometheus import PrometheusSource  # noqa: PLC0415
+
+    if not isinstance(source, PrometheusSource):
+        raise UserError(
+            "--dcgm-selector: the GPUs' series are read through the fleet's Prometheus; "
+            "expected --source prometheus (or --dcgm URL to read dcgm-exporter directly)"
+        )
+    return GpuWatch((), pods=pods, through=DcgmPrometheusSource(source, selector))

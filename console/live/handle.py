@@ -34,6 +34,8 @@ class FleetHandle:
     # replica's pod (a simulated fleet's replicas share one host: their pod labels pair them with their GPUs).
     dcgm: tuple[str, ...] = ()
     dcgm_timeout: float = 2.0
+    # `--dcgm-selector`: the GPUs' series read from the fleet's own Prometheus instead, matched by it.
+    dcgm_selector: str | None = None
     replica_pods: tuple[tuple[str, str, str | None], ...] = ()
 
     def plan_time(self, now: float) -> float | None:

@@ -77,6 +77,14 @@ def add_source_options(parser: argparse.ArgumentParser, named_in: str) -> None:
         "their SM, tensor and DRAM activity and memory used; repeat for each (default: the plan's fleet.dcgm_targets)",
     )
     parser.add_argument(
+        "--dcgm-selector",
+        default=None,
+        metavar="SEL",
+        help="with --source prometheus: read the GPUs' dcgm-exporter series from the same Prometheus instead, "
+        "those matching SEL (PromQL label matchers, e.g. 'job=\"dcgm-exporter\"'; '' for every one), paired with "
+        "the replicas by their pod labels or host",
+    )
+    parser.add_argument(
         "--max-answer-mb",
         type=float,
         default=None,
@@ -107,6 +115,7 @@ def fleet_handles(args: argparse.Namespace, plans: Sequence[Plan]) -> list[Fleet
                 gateways=gateway_urls(args, plan),
                 dcgm=dcgm_urls(args, plan),
                 dcgm_timeout=timeout(args),
+                dcgm_selector=dcgm_selector(args, [plan]),
             )
             for plan in plans
         ]
@@ -120,6 +129,7 @@ def fleet_handles(args: argparse.Namespace, plans: Sequence[Plan]) -> list[Fleet
             gateways=gateway_urls(args, plan),
             dcgm=dcgm_urls(args, plan),
             dcgm_timeout=timeout(args),
+            dcgm_selector=dcgm_selector(args, list(plans)),
         )
     ]
 
@@ -133,6 +143,26 @@ def dcgm_urls(args: argparse.Namespace, plan: Plan | None) -> tuple[str, ...]:
         return tuple(dcgm_url(text) for text in given)
     fleet = plan.fleet if plan is not None else None
     return tuple(dcgm_url(text, "fleet.dcgm_targets") for text in fleet.dcgm_targets) if fleet is not None else ()
+
+
+def dcgm_selector(args: argparse.Namespace, plans: Sequence[Plan]) -> str | None:
+    """`--dcgm-selector`, checked: the GPUs' series read through the fleet's Prometheus (None: not asked for)."""
+    selector = getattr(args, "dcgm_selector", None)
+    if selector is None:
+        return None
+    from console.metrics.promql import selector_matchers  # noqa: PLC0415
+
+    selector_matchers(selector, "--dcgm-selector")
+    if getattr(args, "dcgm", None):
+        raise UserError(
+            "--dcgm with --dcgm-selector: the GPU pages are read directly or through Prometheus; expected one of them"
+        )
+    if source_kind(args, plans) != "prometheus":
+        raise UserError(
+            "--dcgm-selector: the GPUs' series are read through the fleet's Prometheus; expected --source prometheus "
+            "(or --dcgm URL to read dcgm-exporter's pages directly)"
+        )
+    return str(selector)
 
 
 def gateway_urls(args: argparse.Namespace, plan: Plan | None) -> tuple[str, ...]:

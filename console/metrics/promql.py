@@ -47,10 +47,11 @@ MEAN_FIGURES = (("mean_input_tokens", "prompt_length"), ("mean_output_tokens", "
 _MATCHER = re.compile(r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*')
 
 
-def selector_matchers(selector: str | None) -> str:
+def selector_matchers(selector: str | None, named: str = "--selector") -> str:
     """`job="vllm", env=~"prod|canary"` (braces optional) -> the text inside the braces.
 
-    Raises UserError for anything that is not a comma-separated list of label matchers.
+    Raises UserError for anything that is not a comma-separated list of label matchers (`named`: the
+    option it came from, as the message names it).
     """
     text = (selector or "").strip()
     if text.startswith("{") and text.endswith("}"):
@@ -63,7 +64,7 @@ def selector_matchers(selector: str | None) -> str:
         found = _MATCHER.match(text, position)
         if not found:
             raise UserError(
-                f"--selector {selector!r}: not a Prometheus label selector at character {position + 1}; "
+                f"{named} {selector!r}: not a Prometheus label selector at character {position + 1}; "
                 'expected matchers like job="vllm", namespace=~"prod-.*"'
             )
         matchers.append(found.group(0).strip())
@@ -72,7 +73,7 @@ def selector_matchers(selector: str | None) -> str:
             return ", ".join(matchers)
         if text[position] != ",":
             raise UserError(
-                f"--selector {selector!r}: expected a comma at character {position + 1}; "
+                f"{named} {selector!r}: expected a comma at character {position + 1}; "
                 'matchers look like job="vllm", namespace=~"prod-.*"'
             )
         position += 1
@@ -322,3 +323,49 @@ def detail_queries(matchers: str, window_seconds: float, instances: Iterable[str
         return chosen
     names = tuple(instances)
     return {purpose: restricted(query, matchers, names) for purpose, query in chosen.items()}
+
+
+# --- the GPUs' own counters: dcgm-exporter's series, read through the same Prometheus --------
+
+# The fields the console shows per replica (console.fleet.gpu_view), and GPU_UTIL beside them.
+DCGM_FIELDS = (
+    "DCGM_FI_PROF_SM_ACTIVE",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    "DCGM_FI_PROF_DRAM_ACTIVE",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_GPU_UTIL",
+)
+# The labels a GPU is known and paired by (console.metrics.dcgm); a dcgm-exporter series carries a dozen
+# more (driver version, PCI bus, device) that only swell the answer. `exported_*`: the page's own pod labels
+# where the scrape's Kubernetes discovery added the exporter's pod under the same names (honor_labels off).
+DCGM_LABELS = (
+    "__name__",
+    "instance",
+    "UUID",
+    "gpu",
+    "GPU_I_ID",
+    "GPU_I_PROFILE",
+    "modelName",
+    "Hostname",
+    "hostname",
+    "pod",
+    "namespace",
+    "container",
+    "exported_pod",
+    "exported_namespace",
+    "exported_container",
+)
+# The labels Kubernetes service discovery's relabelling commonly gives a replica's series: its pod and
+# namespace (kube-prometheus' names first, the older example configuration's after).
+REPLICA_POD_LABELS = ("pod", "namespace", "kubernetes_pod_name", "kubernetes_namespace")
+
+
+def dcgm_query(matchers: str) -> str:
+    """Every GPU's counters the console reads, with the labels that pair them: one instant query."""
+    chosen = ", ".join(m for m in (f'__name__=~"{"|".join(DCGM_FIELDS)}"', matchers) if m)
+    return f"max by ({', '.join(DCGM_LABELS)}) ({{{chosen}}})"
+
+
+def replica_pods_query(matchers: str) -> str:
+    """Each replica (`instance`) with the pod labels its targets carry, where they carry any."""
+    return f"max by (instance, {', '.join(REPLICA_POD_LABELS)}) ({series('up', matchers)})"

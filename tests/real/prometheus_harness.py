@@ -83,20 +83,25 @@ class PrometheusServer:
 
 
 def start_prometheus(
-    targets: list[str], scratch: Path, startup_seconds: float = 60.0, rule_files: tuple[Path, ...] = ()
+    targets: list[str],
+    scratch: Path,
+    startup_seconds: float = 60.0,
+    rule_files: tuple[Path, ...] = (),
+    config: str | None = None,
 ) -> PrometheusServer:
-    """Prometheus scraping `targets` (as three jobs, see above), evaluating `rule_files` every scrape interval."""
+    """Prometheus scraping `targets` (as three jobs, see above), evaluating `rule_files` every scrape interval;
+    or run on `config`, a whole configuration file's text, when given."""
     binary = shutil.which("prometheus")
     if binary is None:
         raise Unavailable("no `prometheus` binary on PATH (Debian: apt-get install prometheus)")
     scratch.mkdir(parents=True, exist_ok=True)
-    config = scratch / "prometheus.yml"
-    config.write_text(config_text(targets, rule_files=rule_files))
+    config_path = scratch / "prometheus.yml"
+    config_path.write_text(config if config is not None else config_text(targets, rule_files=rule_files))
     port = free_port()
     log = scratch / "prometheus.log"
     command = [
         binary,
-        f"--config.file={config}",
+        f"--config.file={config_path}",
         f"--storage.tsdb.path={scratch / 'data'}",
         f"--web.listen-address=127.0.0.1:{port}",
     ]
