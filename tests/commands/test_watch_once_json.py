@@ -262,5 +262,7 @@ async def test_watch_once_with_a_history_file_quotes_the_forecasts_past_error(tm
         code, out, err = await capcon("watch", str(path), "--once", "--json", "--interval", "0.3", "--db", str(history))
     assert code == 0, err
     errors = json.loads(out)["forecast"]["backtest_mae_rps"]
-    # b holds 1 req/s, a ramps 0.05 req/s a minute: the forecast is off by well under a request a second.
-    assert len(errors) == 3 and all(e is not None and 0 <= e < 1 for e in errors)
+    # b holds 1 req/s, a ramps 0.05 req/s a minute: five minutes ahead the forecast is off by well under a request
+    # a second. Further ahead it leans on the plan's profile for the hours the clock is in now, so only its shape
+    # is asked of (the in-process tests hold the figures: tests/ahead/test_forecast_accuracy.py).
+    assert len(errors) == 3 and all(e is not None and 0 <= e < 10 for e in errors) and errors[0] < 1

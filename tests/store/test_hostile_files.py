@@ -298,11 +298,12 @@ def test_a_deleted_shm_is_reopened_and_every_poll_lands(recording):
     run = recording()
     run.between_polls(2)
     run.shm.unlink()
-    # Six writes to the log: the recording's start event may be one of them, so at least five are polls.
     run.between_polls(4)
     code, out, err = run.stop()
     assert code == 0, err
-    assert _written(out) == poll_count(run.path) >= 5
+    # Polls went on after the deletion (more than the two before it; on a loaded machine one of the writes the
+    # test waits for can be the start event or a checkpoint), and each one taken is in the file.
+    assert _written(out) == poll_count(run.path) >= 4
     assert integrity(run.path) == "ok"
 
 
