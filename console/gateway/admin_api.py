@@ -22,6 +22,27 @@ if TYPE_CHECKING:
 ADMIN_MAX_BODY = 64 * 1024
 
 
+def bearer_authorized(request: web.Request, token: str | None) -> bool:
+    """The request bears `token` (compared in constant time); no token configured admits no one (the gateway
+    refuses to start an admin listener without one)."""
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer":
+        presented = ""
+    if token is None:
+        return False
+    return hmac.compare_digest(presented.strip().encode("utf-8", "replace"), token.encode())
+
+
+def unauthorized() -> web.Response:
+    return answers.error(
+        401,
+        "a valid bearer token is required (Authorization: Bearer <token>)",
+        "unauthorized",
+        retry_after=None,
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
 class AdminApi:
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway  # policy(), plan_policy, switch(body), state(), stopping
@@ -36,23 +57,11 @@ class AdminApi:
         return app
 
     def _authorized(self, request: web.Request) -> bool:
-        scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer":
-            presented = ""
-        token = self.gateway.config.admin_token
-        if token is None:  # the gateway refuses to start an admin listener without one: it admits no one
-            return False
-        return hmac.compare_digest(presented.strip().encode("utf-8", "replace"), token.encode())
+        return bearer_authorized(request, self.gateway.config.admin_token)
 
     @staticmethod
     def _unauthorized() -> web.Response:
-        return answers.error(
-            401,
-            "a valid bearer token is required (Authorization: Bearer <token>)",
-            "unauthorized",
-            retry_after=None,
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+        return unauthorized()
 
     async def _policy(self, request: web.Request) -> web.Response:
         if not self._authorized(request):

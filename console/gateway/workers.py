@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import logging
 import os
@@ -38,7 +37,7 @@ import aiohttp
 from aiohttp import web
 
 from console.gateway import answers, bounded_json
-from console.gateway.admin_api import ADMIN_MAX_BODY
+from console.gateway.admin_api import ADMIN_MAX_BODY, bearer_authorized, unauthorized
 from console.gateway.config import GatewayConfig
 from console.gateway.telemetry import CONTENT_TYPE
 from console.gateway.worker_merge import merge_pages, merge_states, shared_switch
@@ -301,23 +300,11 @@ class Supervisor:
     # --- the admin API ----------------------------------------------------------------------
 
     def _authorized(self, request: web.Request) -> bool:
-        scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer":
-            presented = ""
-        token = self.config.admin_token
-        if token is None:  # refused by `capcon gateway` before start: an admin API without a token admits no one
-            return False
-        return hmac.compare_digest(presented.strip().encode("utf-8", "replace"), token.encode())
+        return bearer_authorized(request, self.config.admin_token)
 
     @staticmethod
     def _unauthorized() -> web.Response:
-        return answers.error(
-            401,
-            "a valid bearer token is required (Authorization: Bearer <token>)",
-            "unauthorized",
-            retry_after=None,
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+        return unauthorized()
 
     async def _policy(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
