@@ -77,6 +77,16 @@ async def shoot(out: Path) -> list[Path]:
             await pilot.press("P")
             await run_for(pilot, 2)
             saved.append(Path(app.save_screenshot("plan-100x40.svg", str(out))))
+            # The what-if dialog (key i) on the spiking fleet: +1 replica over the next 15 minutes, run to its table.
+            await pilot.press("escape", "i")
+            await run_for(pilot, 1)
+            await pilot.press("enter")
+            for _ in range(600):  # the scenario runs in a worker: at most a minute
+                if "done" in str(app.screen.query_one("#whatif-status").content):
+                    break
+                await run_for(pilot, 0.1)
+            await run_for(pilot, 1)
+            saved.append(Path(app.save_screenshot("whatif-100x40.svg", str(out))))
             # The demo's fault menu, after its key g made replica-1's /metrics return garbage.
             await pilot.press("escape")
             await pilot.resize_terminal(100, 30)
