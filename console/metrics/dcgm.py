@@ -25,7 +25,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from console.metrics.exposition import Labels, parse_labels
+from console.metrics.exposition import Labels, parse_labels, whole_lines
 
 PREFIX = "DCGM_FI_"
 MIB = 1024 * 1024
@@ -146,14 +146,8 @@ def _split(line: str) -> tuple[str, str, str] | None:
 
 def parse_dcgm(text: str) -> DcgmPage:
     """Every GPU the page names, with the figures it gave for it. Linear in the page's length."""
-    cut = False
     given = text
-    if not text.endswith("\n"):
-        end = text.rfind("\n") + 1
-        tail = text[end:].strip()
-        if tail and tail != "# EOF":
-            cut = True
-            text = text[:end]  # the unfinished line is not read: its number may be cut short
+    text, cut = whole_lines(text)
     readings: dict[tuple[str, str | None], dict] = {}
     seen: set[tuple[str, str]] = set()
     errors = 0

@@ -148,6 +148,18 @@ def _process_start(text: str) -> float | None:
         return None
 
 
+def whole_lines(text: str) -> tuple[str, bool]:
+    """The page up to its last whole line, and whether a line was cut short there (a body cut by a size bound or
+    a dropped connection): the unfinished line is not read, its number may be cut short. `# EOF` is no cut."""
+    if text.endswith("\n"):
+        return text, False
+    end = text.rfind("\n") + 1
+    tail = text[end:].strip()
+    if tail and tail != "# EOF":
+        return text[:end], True
+    return text, False
+
+
 def parse(text: str, families: frozenset[str] | None = None) -> Page:
     """Read the wanted samples of a page. Never raises; unreadable wanted lines are counted.
 
@@ -158,13 +170,7 @@ def parse(text: str, families: frozenset[str] | None = None) -> Page:
     """
     samples: list[Sample] = []
     state: list[Any] = [0, "", 0, set()]  # errors, first error, duplicates, series seen
-    cut = False
-    if not text.endswith("\n"):
-        end = text.rfind("\n") + 1
-        tail = text[end:].strip()
-        if tail and tail != "# EOF":
-            cut = True
-            text = text[:end]  # the unfinished line is not read: its number may be cut short
+    text, cut = whole_lines(text)
     if families is None:
         _read_lines(text, samples, state)
     else:
