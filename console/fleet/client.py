@@ -54,6 +54,10 @@ def client_line(gateway: GatewayFigures | None, fleet: Figures) -> str | None:
 
 
 def panel_client_line(gateway: GatewayFigures) -> str:
-    """The overflow panel's line, at most 40 characters: "clients TTFT p95 4.69s · 12% refused"."""
+    """The overflow panel's line, at most 40 characters: "clients TTFT p95 4.69s · 12% refused"; with no streamed
+    answer in the window (whole answers have no first token of their own), their end-to-end p95 instead."""
     g = gateway
-    return f"clients TTFT p95 {fmt.seconds(g.client_ttft_p95_seconds)} · {fmt.share(g.share(g.refused_per_second))} refused"
+    refused = f"{fmt.share(g.share(g.refused_per_second))} refused"
+    if g.client_ttft_p95_seconds is None and g.client_e2e_p95_seconds is not None:
+        return f"clients e2e p95 {fmt.seconds(g.client_e2e_p95_seconds)} · {refused}"
+    return f"clients TTFT p95 {fmt.seconds(g.client_ttft_p95_seconds)} · {refused}"

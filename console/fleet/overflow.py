@@ -119,10 +119,18 @@ def panel_lines(gateway: GatewayFigures | None, plan: PlanNow | None, suggest: s
             f" · +1 replica {_dollars(replica_dollars_per_hour(plan))}/h"
         ),
     ]
-    if g.client_ttft_p95_seconds is not None:
-        # First: the latency the users waited, queue included, judged against the plan's target.
-        target = plan.ttft_p95_target_seconds if plan is not None else None
-        over = target is not None and g.client_ttft_p95_seconds > target
+    if g.client_ttft_p95_seconds is not None or g.client_e2e_p95_seconds is not None:
+        # First: the latency the users waited, queue included, red over the plan's target for it.
+        ttft, e2e = g.client_ttft_p95_seconds, g.client_e2e_p95_seconds
+        if ttft is not None:
+            over = plan is not None and plan.ttft_p95_target_seconds is not None and ttft > plan.ttft_p95_target_seconds
+        else:
+            over = (
+                plan is not None
+                and plan.e2e_p95_target_seconds is not None
+                and e2e is not None
+                and e2e > plan.e2e_p95_target_seconds
+            )
         lines.insert(0, Line(panel_client_line(g), "critical" if over else ""))
     if g.answering < g.gateways:
         lines.append(Line(f"{g.gateways - g.answering} of {g.gateways} gateways not answering", "critical"))

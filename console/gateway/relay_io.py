@@ -30,7 +30,10 @@ async def to_client(write: Awaitable[object]) -> None:
 async def written(
     request: web.Request, response: web.Response, outcome: str, telemetry: Telemetry, clock: Callable[[], float]
 ) -> web.Response:
-    """Write a whole answer here rather than after the handler returns, so its client-seen time is known."""
+    """Write a whole answer here rather than after the handler returns, so its client-seen time is known.
+
+    A whole answer counts in the clients' end-to-end only: its first byte comes with its last, so it has no time
+    to first token a TTFT target could be held to (the time it took is its end-to-end, judged on that target)."""
     try:
         await response.prepare(request)
         await response.write_eof()
@@ -38,7 +41,6 @@ async def written(
         return response  # the client left
     times: ClientTimes = request[CLIENT_TIMES]
     times.ended(clock())
-    telemetry.client_first_byte(outcome, times)
     telemetry.client_last_byte(outcome, times)
     return response
 

@@ -16,11 +16,12 @@
     capcon_gateway_policy_switches_total            switches applied (operator or expiry)
     capcon_gateway_client_ttft_seconds              time to first byte as the client sees it (histogram): from
                                                     the request accepted (its headers read) to the first byte of
-                                                    the answer's body written to the client, queue wait included;
-                                                    outcomes local and hosted only (a refusal is no first token)
-    capcon_gateway_client_e2e_seconds               accepted to the answer's last byte written (histogram), the
-                                                    same requests; a client that left mid-answer has a first
-                                                    byte but no last, so it counts in the first only
+                                                    a streamed answer's body written to the client, queue wait
+                                                    included; outcomes local and hosted only (a refusal is no
+                                                    first token; a whole answer's first byte is its last)
+    capcon_gateway_client_e2e_seconds               accepted to the answer's last byte written (histogram), streamed
+                                                    or whole; a client that left mid-stream has a first byte but
+                                                    no last, so it counts in the first only
     capcon_gateway_connections_open                 client connections open now (read at scrape time)
     capcon_gateway_connections_closed_total{reason} closed by the gateway: header_timeout (a head not whole in
                                                     time), idle_timeout (kept alive with no request), evicted (at
@@ -202,7 +203,8 @@ class Telemetry:
         self._wait[queue].observe(seconds)
 
     def client_first_byte(self, outcome: str, times: ClientTimes) -> None:
-        """Once per answer from a replica or the hosted endpoint whose first byte was written: its TTFT."""
+        """Once per streamed answer from a replica or the hosted endpoint whose first byte was written: its TTFT (a
+        whole answer has none of its own: relay_io.written counts it in end-to-end only)."""
         if outcome in CLIENT_OUTCOMES and times.first_byte is not None:
             self._client_ttft.observe(max(0.0, times.first_byte - times.accepted))
 

@@ -83,7 +83,10 @@ def test_unknown_is_null_never_zero():
 def test_the_panel_leads_with_the_clients_ttft_red_over_the_target():
     lines = panel_lines(GATEWAY, plan_now(), None)
     assert lines[0].text == "clients TTFT p95 4.90s · 20% refused" and lines[0].style == "critical"
-    assert panel_lines(replace(GATEWAY, client_ttft_p95_seconds=None), plan_now(), None)[0].text.startswith("admitted")
+    whole_only = replace(GATEWAY, client_ttft_p95_seconds=None)  # no streamed answer: their end-to-end instead
+    assert panel_lines(whole_only, plan_now(), None)[0].text == "clients e2e p95 9.30s · 20% refused"
+    neither = replace(GATEWAY, client_ttft_p95_seconds=None, client_e2e_p95_seconds=None)
+    assert panel_lines(neither, plan_now(), None)[0].text.startswith("admitted")
 
 
 seconds = st.one_of(st.none(), st.floats(min_value=0, max_value=1e12, allow_nan=False))

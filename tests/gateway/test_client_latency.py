@@ -95,7 +95,7 @@ async def test_client_ttft_and_e2e_hold_the_clients_own_waits_queue_included(ses
 
 
 async def test_refusals_and_whole_answers_each_count_as_what_the_client_got(session):
-    """A refused request is no answer (counted in neither); a whole non-stream answer counts in both."""
+    """A refused request is no answer (counted in neither); a streamed answer counts in both."""
     async with slow_replica() as url, gateway([url], planned_cap=1) as server:
         await switch(session, server, mode="bounded_queue", max_queue=0, max_wait_seconds=1, max_inflight_per_replica=1)
         holder = asyncio.create_task(send(session, server.url, completion(stream=True)))
@@ -132,12 +132,14 @@ def test_only_answers_from_a_replica_or_the_hosted_endpoint_are_observed():
     assert metric(values, "capcon_gateway_client_e2e_seconds_bucket", le=str(under_three)) == 0
 
 
-async def test_a_whole_answer_counts_in_both_once_written(session):
+async def test_a_whole_answer_counts_in_end_to_end_only_once_written(session):
+    """A non-stream answer's first byte is its last: no time to first token to hold a TTFT target to (the demo's
+    whole answers read a client TTFT of 19 s beside the replicas' 1.8 s when they were counted there)."""
     async with scripted() as upstream, gateway([upstream.url]) as server:
         answer = await send(session, server.url, completion())
         assert answer.status == 200 and answer.body == COMPLETION
         async with session.get(server.url + "/metrics") as response:
             values = metric_values(await response.text())
-    for name in ("capcon_gateway_client_ttft_seconds", "capcon_gateway_client_e2e_seconds"):
-        assert metric(values, name + "_count") == 1
-        assert 0 < metric(values, name + "_sum") <= answer.ended_at - answer.sent_at
+    assert metric(values, "capcon_gateway_client_ttft_seconds_count") == 0
+    assert metric(values, "capcon_gateway_client_e2e_seconds_count") == 1
+    assert 0 < metric(values, "capcon_gateway_client_e2e_seconds_sum") <= answer.ended_at - answer.sent_at
