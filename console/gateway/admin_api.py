@@ -43,6 +43,25 @@ def unauthorized() -> web.Response:
     )
 
 
+async def read_switch_body(request: web.Request) -> tuple[object, web.Response | None]:
+    """A switch's JSON body, or the 413 or 400 that says why it cannot be read (nesting bounded: no reply may
+    recurse past it)."""
+    try:
+        return bounded_json.loads(await request.read()), None
+    except web.HTTPRequestEntityTooLarge:
+        return None, answers.error(
+            413, f"the body is over {ADMIN_MAX_BODY} bytes", "request_too_large", retry_after=None, param="body"
+        )
+    except (ValueError, UnicodeDecodeError, RecursionError) as problem:
+        return None, answers.error(
+            400,
+            f'body: {problem}; expected a JSON object such as {{"mode": "pass", "reason": "...", "actor": "..."}}',
+            "invalid_policy",
+            retry_after=None,
+            param="body",
+        )
+
+
 class AdminApi:
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway  # policy(), plan_policy, switch(body), state(), stopping
@@ -73,20 +92,9 @@ class AdminApi:
     async def _switch(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
             return self._unauthorized()
-        try:
-            body = bounded_json.loads(await request.read())  # nesting bounded: no reply may recurse past it
-        except web.HTTPRequestEntityTooLarge:
-            return answers.error(
-                413, f"the body is over {ADMIN_MAX_BODY} bytes", "request_too_large", retry_after=None, param="body"
-            )
-        except (ValueError, UnicodeDecodeError, RecursionError) as problem:
-            return answers.error(
-                400,
-                f'body: {problem}; expected a JSON object such as {{"mode": "pass", "reason": "...", "actor": "..."}}',
-                "invalid_policy",
-                retry_after=None,
-                param="body",
-            )
+        body, refused = await read_switch_body(request)
+        if refused is not None:
+            return refused
         if self.gateway.stopping:
             return answers.error(503, "the gateway is shutting down", "shutting_down", retry_after=None)
         try:

@@ -37,7 +37,7 @@ import aiohttp
 from aiohttp import web
 
 from console.gateway import answers, bounded_json
-from console.gateway.admin_api import ADMIN_MAX_BODY, bearer_authorized, unauthorized
+from console.gateway.admin_api import ADMIN_MAX_BODY, bearer_authorized, read_switch_body, unauthorized
 from console.gateway.config import GatewayConfig
 from console.gateway.telemetry import CONTENT_TYPE
 from console.gateway.worker_merge import merge_pages, merge_states, shared_switch
@@ -318,20 +318,9 @@ class Supervisor:
     async def _switch(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
             return self._unauthorized()
-        try:
-            body = bounded_json.loads(await request.read())
-        except web.HTTPRequestEntityTooLarge:
-            return answers.error(
-                413, f"the body is over {ADMIN_MAX_BODY} bytes", "request_too_large", retry_after=None, param="body"
-            )
-        except (ValueError, UnicodeDecodeError, RecursionError) as problem:
-            return answers.error(
-                400,
-                f'body: {problem}; expected a JSON object such as {{"mode": "pass", "reason": "...", "actor": "..."}}',
-                "invalid_policy",
-                retry_after=None,
-                param="body",
-            )
+        body, refused = await read_switch_body(request)
+        if refused is not None:
+            return refused
         if self.stopping:
             return answers.error(503, "the gateway is shutting down", "shutting_down", retry_after=None)
         shared = json.dumps(shared_switch(body, len(self.workers))).encode()
