@@ -98,7 +98,7 @@ class WhatIfScreen(ModalScreen[None]):
     .whatif-row > Input:focus { background: $accent 30%; }
     #whatif-status { height: auto; margin-top: 1; }
     #whatif-result-box { height: auto; max-height: 16; }
-    #whatif-result { width: auto; }
+    #whatif-result { width: 1fr; }  /* the report's prose wraps; its table fits 100 columns */
     #whatif-hint { height: 1; color: $foreground-muted; }
     """
     BINDINGS = [
