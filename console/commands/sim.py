@@ -182,6 +182,17 @@ def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
     return parser
 
 
+def fleet_section(fleet: SimFleet) -> list[str]:
+    """The YAML of a plan's `fleet:` for this simulated fleet: its targets, each with its pod, and its GPU pages."""
+    lines = ["fleet:", "  targets:"]
+    for address, url in zip(fleet.replica_addresses(), fleet.urls, strict=True):
+        lines.append(f"    - {{url: {url}, pod: {address.pod}}}")
+    pages = [u for u in fleet.gpu_urls if u is not None]
+    if pages:
+        lines.append(f"  dcgm_targets: [{', '.join(pages)}]")
+    return lines
+
+
 def _status_line(status: dict) -> str:
     replicas = "  ".join(
         f"[{i}] {'up' if r['up'] else 'DOWN'} run {r['running']} wait {r['waiting']} kv {r['kv_usage']:.0%}"
@@ -277,6 +288,10 @@ async def _run_until_stopped(
             print("  - job_name: capcon-sim-dcgm")
             print("    static_configs:")
             print(f"      - targets: [{', '.join(repr(u.split('//', 1)[1].split('/', 1)[0]) for u in gpu_pages)}]")
+            # The replicas share one host, so a console pairs each with its GPUs by the pod the plan names.
+            print("a plan's fleet section for them (each replica with the pod its GPUs carry):")
+            for line in fleet_section(fleet):
+                print(f"  {line}")
         print("Ctrl+C stops it.", flush=True)
         while not stop.is_set():
             try:

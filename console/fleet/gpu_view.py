@@ -29,6 +29,8 @@ class GpuPages:
     errors: tuple[str, ...] = ()  # "host:port: why" of each page that failed (no secret in it)
     # Replica name -> (pod, namespace), where the caller knows it (a simulated fleet names its pods).
     pods: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
+    # Replica name -> its GPUs' indices on its host, where the operator named them (the plan's fleet.targets).
+    gpu_indices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,9 @@ def fleet_gpu(replicas: Sequence[Figures], pages: GpuPages, tensor_parallel: int
     addresses = []
     for replica in replicas:
         pod, namespace = pages.pods.get(replica.name, (None, None))
-        addresses.append(ReplicaAddress(replica.name, _host(replica.url), pod, namespace))
+        addresses.append(
+            ReplicaAddress(replica.name, _host(replica.url), pod, namespace, pages.gpu_indices.get(replica.name, ()))
+        )
     paired = gpu_by_replica(addresses, pages.gpus, tensor_parallel)
     if pages.errors and not pages.gpus:
         # Nothing read at all: say why on every replica rather than "no GPU of host ...".

@@ -3,7 +3,9 @@
 dcgm-exporter reports GPUs; the console shows replicas. A replica of tensor parallel N runs
 on N GPUs. The pairing, in order:
 
-1. by pod: a replica whose pod is known (Prometheus' `pod`/`namespace` labels on its vLLM
+0. by name: a replica whose GPUs the operator named (the plan's `{url, gpus: [2, 3]}`) takes
+   those GPUs (by dcgm-exporter's `gpu` index, every MIG instance of each) of its host;
+1. by pod: a replica whose pod is known (the only replica in it) (Prometheus' `pod`/`namespace` labels on its vLLM
    series) takes the GPUs whose `pod` label (dcgm-exporter's Kubernetes mapping) names it;
 2. by host: a replica not paired by pod takes the GPUs of its host (the address of the page
    read directly, else the page's `Hostname`/`hostname` label), when that is unambiguous:
@@ -30,6 +32,7 @@ class ReplicaAddress:
     host: str  # the host of its URL
     pod: str | None = None
     namespace: str | None = None
+    gpus: tuple[str, ...] = ()  # its GPUs' indices on its host, where the operator named them
 
 
 @dataclass(frozen=True)
@@ -76,10 +79,25 @@ def replica_figures(gpus: Sequence[GpuReading], how: str) -> ReplicaGpu:
     )
 
 
-def _held_by(gpu: GpuReading, replica: ReplicaAddress) -> bool:
-    if replica.pod is None or gpu.pod != replica.pod:
-        return False
-    return replica.namespace is None or gpu.namespace is None or gpu.namespace == replica.namespace
+class _Index:
+    """The pages' GPUs by pod and by host, so each replica finds its own without a pass over every GPU."""
+
+    def __init__(self, gpus: Sequence[GpuReading]) -> None:
+        self.by_pod: dict[str, list[GpuReading]] = {}
+        self.by_host: dict[str | None, list[GpuReading]] = {}
+        for gpu in gpus:
+            if gpu.pod is not None:
+                self.by_pod.setdefault(gpu.pod, []).append(gpu)
+            self.by_host.setdefault(gpu.host, []).append(gpu)
+
+    def held_by_pod(self, replica: ReplicaAddress) -> list[GpuReading]:
+        if replica.pod is None:
+            return []
+        return [
+            g
+            for g in self.by_pod.get(replica.pod, ())
+            if replica.namespace is None or g.namespace is None or g.namespace == replica.namespace
+        ]
 
 
 def gpu_by_replica(
@@ -88,36 +106,71 @@ def gpu_by_replica(
     tensor_parallel: int | None = None,
 ) -> Mapping[str, ReplicaGpu]:
     """Each replica's GPU figures by name (see the module's rules); every replica named gets an entry."""
+    index = _Index(gpus)
     out: dict[str, ReplicaGpu] = {}
     claimed: set[tuple[str, str | None]] = set()
     for replica in replicas:
-        if replica.pod is None:
+        if replica.gpus:
+            out[replica.name] = _by_name(replica, index, claimed)
+    in_pod: dict[tuple[str, str | None], int] = {}
+    for replica in replicas:
+        if replica.name not in out and replica.pod is not None:
+            in_pod[replica.pod, replica.namespace] = in_pod.get((replica.pod, replica.namespace), 0) + 1
+    for replica in replicas:
+        if replica.name in out or replica.pod is None:
             continue
-        mine = [g for g in gpus if _held_by(g, replica)]
+        mine = [g for g in index.held_by_pod(replica) if g.key not in claimed]
+        if mine and in_pod[replica.pod, replica.namespace] > 1:
+            # Two servers in one pod: its GPUs cannot be split between them by the pod label.
+            out[replica.name] = ReplicaGpu(
+                how=f"{in_pod[replica.pod, replica.namespace]} replicas in pod {replica.pod}: "
+                "which of its GPUs serve which is unknown (the plan's fleet.targets can name their GPUs)"
+            )
+            continue
         if mine:
             claimed.update(g.key for g in mine)
             out[replica.name] = replica_figures(mine, f"pod {replica.pod}")
     left = [r for r in replicas if r.name not in out]
+    sharing: dict[str, int] = {}
     for replica in left:
-        out[replica.name] = _by_host(replica, left, gpus, claimed, tensor_parallel)
+        sharing[replica.host] = sharing.get(replica.host, 0) + 1
+    for replica in left:
+        out[replica.name] = _by_host(replica, sharing[replica.host], index, claimed, tensor_parallel)
     return out
+
+
+def _by_name(replica: ReplicaAddress, index: _Index, claimed: set[tuple[str, str | None]]) -> ReplicaGpu:
+    host = replica.host
+    on_host = index.by_host.get(host, [])
+    mine = [g for g in on_host if g.gpu in replica.gpus]
+    taken = sorted({g.gpu for g in mine if g.key in claimed})
+    if taken:  # named for another replica too: its work is not counted twice
+        return ReplicaGpu(how=f"GPU {', '.join(taken)} of host {host} named for another replica as well")
+    missing = [n for n in replica.gpus if not any(g.gpu == n for g in mine)]
+    named = ", ".join(replica.gpus)
+    if missing:
+        return ReplicaGpu(
+            how=f"GPU {', '.join(missing)} of host {host} not on the dcgm-exporter pages (the plan names GPU {named})"
+        )
+    claimed.update(g.key for g in mine)
+    return replica_figures(mine, f"host {host}, GPU {named}")
 
 
 def _by_host(
     replica: ReplicaAddress,
-    left: Sequence[ReplicaAddress],
-    gpus: Sequence[GpuReading],
+    sharing: int,
+    index: _Index,
     claimed: set[tuple[str, str | None]],
     tensor_parallel: int | None,
 ) -> ReplicaGpu:
     host = replica.host
-    sharing = [r for r in left if r.host == host]
-    candidates = [g for g in gpus if g.host == host and g.key not in claimed]
+    candidates = [g for g in index.by_host.get(host, ()) if g.key not in claimed]
     if not candidates:
         return ReplicaGpu(how=f"no GPU of host {host} on the dcgm-exporter pages")
-    if len(sharing) > 1:
+    if sharing > 1:
         return ReplicaGpu(
-            how=f"{len(sharing)} replicas share host {host} and no pod label pairs its GPUs with one of them"
+            how=f"{sharing} replicas share host {host} and no pod label pairs its GPUs with one of them "
+            "(the plan's fleet.targets can name each one's pod or GPUs)"
         )
     pods = {g.pod for g in candidates if g.pod is not None}
     if len(pods) == 1:
@@ -129,5 +182,5 @@ def _by_host(
         return replica_figures(candidates, f"host {host}")
     return ReplicaGpu(
         how=f"host {host} has {len(candidates)} GPUs for a replica of tensor parallel {tensor_parallel}: "
-        "which ones serve it is unknown (dcgm-exporter's pod labels would say)"
+        "which ones serve it is unknown (dcgm-exporter's pod labels, or the plan's fleet.targets, would say)"
     )

@@ -39,11 +39,12 @@ def gpu_watch(handle: FleetHandle) -> GpuWatch | None:
     """The watch of the fleet's dcgm-exporter pages, bounded by the fleet's timeout (or its series in the
     fleet's Prometheus, by `dcgm_selector`); None without any."""
     pods = {name: (pod, namespace) for name, pod, namespace in handle.replica_pods}
+    indices = dict(handle.replica_gpu_indices)
     if handle.dcgm_selector is not None:
-        return through_prometheus(handle.watcher.source, handle.dcgm_selector, pods)
+        return through_prometheus(handle.watcher.source, handle.dcgm_selector, pods, indices)
     if not handle.dcgm:
         return None
-    return GpuWatch(handle.dcgm, timeout=handle.dcgm_timeout, pods=pods)
+    return GpuWatch(handle.dcgm, timeout=handle.dcgm_timeout, pods=pods, gpu_indices=indices)
 
 
 class PollFeed:

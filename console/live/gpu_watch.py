@@ -41,6 +41,7 @@ class GpuWatch:
         pods: Mapping[str, tuple[str, str | None]] | None = None,
         through: DcgmPrometheusSource | None = None,
         clock: Callable[[], float] = time.time,
+        gpu_indices: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
         # `through`: the fleet's Prometheus holds the GPUs' series (the URLs are then not read).
         self.through = through
@@ -48,6 +49,7 @@ class GpuWatch:
             through if through is not None else DcgmSource([dcgm_url(u) for u in urls], timeout=timeout)
         )
         self.pods = dict(pods or {})  # replica name -> (pod, namespace), where the caller knows it
+        self.gpu_indices = dict(gpu_indices or {})  # replica name -> its GPUs on its host, where the plan names them
         self.clock = clock  # the instant a Prometheus query is evaluated at
 
     async def poll(self) -> GpuPages:
@@ -58,6 +60,7 @@ class GpuWatch:
                 pages=read.exporters,
                 errors=read.errors,
                 pods={**read.pods, **self.pods},  # what the caller knows wins over the labels
+                gpu_indices=self.gpu_indices,
             )
         assert isinstance(self.source, DcgmSource)
         results = await self.source.fetch()
@@ -66,6 +69,7 @@ class GpuWatch:
             pages=len(results),
             errors=tuple(f"{r.url}: {r.error}" for r in results if r.error),
             pods=self.pods,
+            gpu_indices=self.gpu_indices,
         )
 
     async def aclose(self) -> None:
@@ -73,7 +77,10 @@ class GpuWatch:
 
 
 def through_prometheus(
-    source: object, selector: str, pods: Mapping[str, tuple[str, str | None]] | None = None
+    source: object,
+    selector: str,
+    pods: Mapping[str, tuple[str, str | None]] | None = None,
+    gpu_indices: Mapping[str, tuple[str, ...]] | None = None,
 ) -> GpuWatch:
     """The GPUs' series read from the fleet's own Prometheus source (`--dcgm-selector`), matched by `selector`."""
     from console.sources.dcgm_prometheus import DcgmPrometheusSource  # noqa: PLC0415 - only a Prometheus fleet
@@ -84,4 +91,4 @@ def through_prometheus(
             "--dcgm-selector: the GPUs' series are read through the fleet's Prometheus; "
             "expected --source prometheus (or --dcgm URL to read dcgm-exporter directly)"
         )
-    return GpuWatch((), pods=pods, through=DcgmPrometheusSource(source, selector))
+    return GpuWatch((), pods=pods, through=DcgmPrometheusSource(source, selector), gpu_indices=gpu_indices)

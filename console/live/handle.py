@@ -37,6 +37,8 @@ class FleetHandle:
     # `--dcgm-selector`: the GPUs' series read from the fleet's own Prometheus instead, matched by it.
     dcgm_selector: str | None = None
     replica_pods: tuple[tuple[str, str, str | None], ...] = ()
+    # (replica name, its GPUs' indices on its host) where the plan names them (fleet.targets' {url, gpus}).
+    replica_gpu_indices: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def plan_time(self, now: float) -> float | None:
         if self.plan is None:

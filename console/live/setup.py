@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from console.errors import UserError
 from console.live.defaults import DEFAULT_MAX_ANSWER_MB, DEFAULT_WINDOW_SECONDS, MAX_DEFAULT_TIMEOUT_SECONDS
-from console.targets import Target, checked_url, masked_target, targets_from
+from console.targets import Target, checked_url, masked_target, metrics_url, targets_from
 
 if TYPE_CHECKING:
     from console.live.handle import FleetHandle
@@ -116,6 +116,8 @@ def fleet_handles(args: argparse.Namespace, plans: Sequence[Plan]) -> list[Fleet
                 dcgm=dcgm_urls(args, plan),
                 dcgm_timeout=timeout(args),
                 dcgm_selector=dcgm_selector(args, [plan]),
+                replica_pods=named_gpus(args, plan)[0],
+                replica_gpu_indices=named_gpus(args, plan)[1],
             )
             for plan in plans
         ]
@@ -130,8 +132,32 @@ def fleet_handles(args: argparse.Namespace, plans: Sequence[Plan]) -> list[Fleet
             dcgm=dcgm_urls(args, plan),
             dcgm_timeout=timeout(args),
             dcgm_selector=dcgm_selector(args, list(plans)),
+            replica_pods=named_gpus(args, plan)[0],
+            replica_gpu_indices=named_gpus(args, plan)[1],
         )
     ]
+
+
+def named_gpus(
+    args: argparse.Namespace, plan: Plan | None
+) -> tuple[tuple[tuple[str, str, str | None], ...], tuple[tuple[str, tuple[str, ...]], ...]]:
+    """The GPUs the plan's fleet.targets name for its replicas ({url, pod} or {url, gpus}): (name, pod, namespace)
+    and (name, GPU indices) under the names the replicas are shown by; nothing when `--target` replaces them."""
+    fleet = plan.fleet if plan is not None else None
+    if fleet is None or not fleet.target_gpus or getattr(args, "target", None):
+        return (), ()
+    names = {target.url: target.name for target in targets_from(list(fleet.targets))}
+    pods: list[tuple[str, str, str | None]] = []
+    indices: list[tuple[str, tuple[str, ...]]] = []
+    for named in fleet.target_gpus:
+        name = names.get(metrics_url(named.url))
+        if name is None:
+            continue
+        if named.pod is not None:
+            pods.append((name, named.pod, named.namespace))
+        if named.gpus:
+            indices.append((name, named.gpus))
+    return tuple(pods), tuple(indices)
 
 
 def dcgm_urls(args: argparse.Namespace, plan: Plan | None) -> tuple[str, ...]:

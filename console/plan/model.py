@@ -161,10 +161,23 @@ class DataRules:
 
 
 @dataclass(frozen=True)
+class TargetGpus:
+    """Which GPUs serve one of the fleet's targets, where the pages cannot tell by themselves: several replicas
+    on one host. `pod` (and `namespace`): the pod dcgm-exporter's Kubernetes mapping names on its GPUs; `gpus`:
+    their indices on the host's dcgm-exporter page (its `gpu` label), e.g. ("2", "3") for a replica on GPUs 2-3."""
+
+    url: str
+    pod: str | None = None
+    namespace: str | None = None
+    gpus: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class FleetSource:
     """Where the live fleet is: scrape targets or a Prometheus server."""
 
     targets: tuple[str, ...] = ()
+    target_gpus: tuple[TargetGpus, ...] = ()  # the targets written {url, pod | gpus}: their GPUs named
     prometheus_url: str | None = None
     selector: str = ""  # PromQL label matchers, e.g. 'job="vllm"'
     gateways: tuple[GatewayAddress, ...] = ()  # capcon gateways in front of it (switched when admin_url is set)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -54,6 +55,7 @@ from console.plan.model import (
     OverflowMode,
     Plan,
     Replica,
+    TargetGpus,
     Targets,
     TokenStats,
     WeightPrecision,
@@ -592,13 +594,73 @@ def _fleet(f: _Field) -> FleetSource:
         items = s["targets"].sequence(what="a list of URLs")
         if not items:
             raise s["targets"].fail("an empty list", "at least one URL")
-        return FleetSource(targets=tuple(_target(item) for item in items), gateways=gateways, dcgm_targets=dcgm)
+        entries = [_fleet_target(item) for item in items]
+        _each_gpu_once(items, entries)
+        return FleetSource(
+            targets=tuple(url for url, _ in entries),
+            target_gpus=tuple(gpus for _, gpus in entries if gpus is not None),
+            gateways=gateways,
+            dcgm_targets=dcgm,
+        )
     return FleetSource(
         prometheus_url=_url(s["prometheus_url"]),
         selector=s["selector"].text() if "selector" in s else "",
         gateways=gateways,
         dcgm_targets=dcgm,
     )
+
+
+_TARGET_ENTRY = "a URL, or {url: URL, pod: NAME} or {url: URL, gpus: [0, 1]} (which GPUs serve it)"
+# Kubernetes' names: a pod a DNS subdomain (253), a namespace a DNS label (63), lower case, digits, '-' and '.'.
+_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_GPU_INDEX = Limit(0, 1023, whole=True)
+
+
+def _fleet_target(f: _Field) -> tuple[str, TargetGpus | None]:
+    """One of fleet.targets: a URL, or a mapping that also names the GPUs serving it (pod, or indices on its host)."""
+    if isinstance(f.node, yaml.SequenceNode):
+        raise f.fail("got a list", _TARGET_ENTRY)
+    if not isinstance(f.node, yaml.MappingNode):
+        return _target(f), None
+    m = f.mapping(("url",), ("pod", "namespace", "gpus"))
+    url = _target(m["url"])
+    if ("pod" in m) == ("gpus" in m):
+        raise f.fail(
+            "both pod and gpus" if "pod" in m else "a mapping that names no GPU", "pod or gpus beside url, one of them"
+        )
+    if "namespace" in m and "pod" not in m:
+        raise m["namespace"].fail("namespace without pod", "namespace only beside pod")
+    if "pod" in m:
+        namespace = _k8s_name(m["namespace"], 63) if "namespace" in m else None
+        return url, TargetGpus(url, pod=_k8s_name(m["pod"], 253), namespace=namespace)
+    indices = m["gpus"].sequence(what="a list of GPU indices on the target's host, such as [0, 1]")
+    if not indices:
+        raise m["gpus"].fail("an empty list", "at least one GPU index")
+    gpus = tuple(str(index.integer(_GPU_INDEX)) for index in indices)
+    if len(set(gpus)) != len(gpus):
+        raise m["gpus"].fail(f"GPU {next(g for g in gpus if gpus.count(g) > 1)} listed twice", "each GPU once")
+    return url, TargetGpus(url, gpus=gpus)
+
+
+def _each_gpu_once(items: list[_Field], entries: list[tuple[str, TargetGpus | None]]) -> None:
+    """A GPU of a host named for two targets would count its work twice: refused with both places."""
+    held: dict[tuple[str, str], int] = {}
+    for i, (url, named) in enumerate(entries):
+        host = urlsplit(url if "://" in url else f"http://{url}").hostname or ""
+        for gpu in named.gpus if named is not None else ():
+            if (host, gpu) in held:
+                raise items[i].fail(
+                    f"GPU {gpu} of host {host} also named by fleet.targets[{held[host, gpu]}]",
+                    "each GPU named for one target",
+                )
+            held[host, gpu] = i
+
+
+def _k8s_name(f: _Field, max_length: int) -> str:
+    value = f.name(max_length)
+    if not _K8S_NAME.match(value):
+        raise f.fail(f"got {_cut(value, quoted=True)}", "a Kubernetes name: lower-case letters, digits, '-' and '.'")
+    return value
 
 
 def _dcgm_targets(f: _Field) -> tuple[str, ...]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from console.fleet.gpus import ReplicaAddress, gpu_by_replica
 from console.metrics.dcgm import MIB, GpuReading, parse_dcgm, with_host
@@ -77,3 +79,74 @@ def test_namespaces_keep_same_named_pods_apart():
     gpus = [gpu("GPU-0", pod="vllm-0", namespace="a", sm=0.1), gpu("GPU-1", pod="vllm-0", namespace="b", sm=0.9)]
     (figures,) = gpu_by_replica([ReplicaAddress("x:8000", "x", pod="vllm-0", namespace="b")], gpus).values()
     assert figures.sm_active == 0.9 and figures.gpus == 1
+
+
+# ---- GPUs named by the operator (the plan's fleet.targets {url, gpus: [...]}) ----
+
+
+def test_two_tensor_parallel_replicas_on_one_host_take_the_gpus_the_plan_names():
+    gpus = [gpu(f"GPU-{i}", host="n1", gpu=str(i), sm=i / 10) for i in range(8)]
+    replicas = [
+        ReplicaAddress("n1:8000", "n1", gpus=("2", "3")),
+        ReplicaAddress("n1:8001", "n1", gpus=("4", "5")),
+        ReplicaAddress("n1:8002", "n1"),  # not named: the host's four other GPUs are too many for it
+    ]
+    paired = gpu_by_replica(replicas, gpus, tensor_parallel=2)
+    assert paired["n1:8000"].sm_active == pytest.approx(0.25) and paired["n1:8000"].how == "host n1, GPU 2, 3"
+    assert paired["n1:8001"].sm_active == pytest.approx(0.45) and paired["n1:8001"].gpus == 2
+    assert paired["n1:8002"].sm_active is None and "4 GPUs for a replica of tensor parallel 2" in paired["n1:8002"].how
+
+
+def test_a_named_gpu_missing_from_the_pages_leaves_the_replica_unknown_with_which():
+    gpus = [gpu("GPU-0", gpu="0"), gpu("GPU-1", gpu="1")]
+    (figures,) = gpu_by_replica([ReplicaAddress("n1:8000", "n1", gpus=("1", "7"))], gpus).values()
+    assert figures.sm_active is None and figures.gpus == 0
+    assert "GPU 7 of host n1 not on the dcgm-exporter pages" in figures.how
+
+
+def test_a_named_gpu_split_by_mig_gives_all_its_instances():
+    gpus = [gpu(f"GPU-0-{i}", gpu="0", mig_instance=str(i), sm=0.2 * (i + 1)) for i in range(3)]
+    gpus.append(gpu("GPU-1", gpu="1", sm=0.9))
+    (figures,) = gpu_by_replica([ReplicaAddress("n1:8000", "n1", gpus=("0",))], gpus).values()
+    assert figures.gpus == 3 and figures.sm_active == pytest.approx(0.4)
+
+
+def test_named_gpus_win_over_pod_labels_and_a_gpu_is_never_counted_for_two():
+    gpus = [gpu("GPU-0", gpu="0", pod="a"), gpu("GPU-1", gpu="1", pod="a")]
+    named = ReplicaAddress("n1:8000", "n1", pod="a", gpus=("0",))
+    twice = ReplicaAddress("n1:8001", "n1", gpus=("0",))
+    paired = gpu_by_replica([named, twice], gpus)
+    assert paired["n1:8000"].gpus == 1 and paired["n1:8000"].how == "host n1, GPU 0"
+    assert paired["n1:8001"].gpus == 0 and "named for another replica" in paired["n1:8001"].how
+
+
+hosts = st.sampled_from(["n1", "n2"])
+pods = st.one_of(st.none(), st.sampled_from(["a", "b", "c"]))
+indices = st.sampled_from(["0", "1", "2", "3"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(hosts, pods, indices, st.one_of(st.none(), st.sampled_from(["0", "1"]))), max_size=10),
+    st.lists(st.tuples(hosts, pods, st.lists(indices, max_size=2, unique=True)), max_size=6),
+    st.one_of(st.none(), st.integers(1, 4)),
+)
+def test_no_gpu_is_ever_credited_to_two_replicas(gpu_rows, replica_rows, tensor_parallel):
+    """Whatever the pages and the names say, the replicas' GPU counts never exceed the GPUs there are, and a
+    replica paired with GPUs has every figure of theirs (never a 0 for an unknown)."""
+    readings = list(
+        {
+            (host, index, mig): gpu(f"GPU-{host}-{index}-{mig}", host=host, pod=pod, gpu=index, mig_instance=mig)
+            for host, pod, index, mig in gpu_rows
+        }.values()
+    )
+    replicas = [
+        ReplicaAddress(f"{host}:{8000 + i}", host, pod=pod, gpus=tuple(named))
+        for i, (host, pod, named) in enumerate(replica_rows)
+    ]
+    paired = gpu_by_replica(replicas, readings, tensor_parallel)
+    assert set(paired) == {r.name for r in replicas}
+    assert sum(f.gpus for f in paired.values()) <= len(readings)
+    for figures in paired.values():
+        assert (figures.gpus == 0) == (figures.sm_active is None), figures
+        assert figures.how
