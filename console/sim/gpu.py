@@ -5,17 +5,20 @@ given. Each step of the engine reads the weights and the live KV from device mem
 (bandwidth-bound decode) and spends 2 x parameters / TP FLOPs per token (compute-bound
 prefill), at the plan's roofline. Over a sampling window, as DCGM averages its profiling fields:
 
-- DRAM active = bytes read / (datasheet bandwidth x window): a decode-heavy replica reads
-  near its bandwidth efficiency (0.5-0.7), an idle one 0;
-- tensor active = FLOPs / (datasheet FLOP/s x window): prefill drives it, a batch of decodes
-  barely;
-- SM active = time a step's kernels ran / window (the host's per-step overhead excluded);
-  `DCGM_FI_DEV_GPU_UTIL` is the same share in percent, and reads high on a replica that is
-  busy doing little, as the real one does;
+- DRAM active = dram_per_bandwidth x bytes read / (datasheet bandwidth x window): a decode-heavy
+  replica reads near its bandwidth efficiency (0.5-0.7), an idle one 0;
+- tensor active = tensor_per_flops x FLOPs / (datasheet FLOP/s x window): prefill drives it, a
+  batch of decodes barely;
+- SM active = sm_when_busy x time a step's kernels ran / window (the host's per-step overhead
+  excluded); `DCGM_FI_DEV_GPU_UTIL` and the graphics engine read the busy share itself (GPU_UTIL in
+  percent): high on a replica that is busy doing little, as the real one reads;
 - memory used is what vLLM reserves at start (the plan's usable share of the GPU), and does
   not move with load: the KV cache is allocated up front, so KV usage is the figure that moves.
 
-Every GPU of a tensor-parallel replica does an equal share of each step, so they read alike.
+The three factors are console/sim/gpu_calibration.py's `CALIBRATED` model unless a window is given another:
+1.0 each (the ideal mapping) until a reading of a real GPU's counters at known workloads is folded in by
+scripts/gpu_calibration.py (docs/sim.md, 'Calibrating the GPU counters'). Every GPU of a tensor-parallel
+replica does an equal share of each step, so they read alike.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from console.sim.gpu_calibration import CALIBRATED, CounterModel
 from console.sim.shape import ReplicaShape
 
 WINDOW_SECONDS = 1.0  # DCGM averages profiling fields over its sampling period
@@ -42,6 +46,7 @@ class GpuShares:
     sm_active: float
     tensor_active: float
     dram_active: float
+    busy: float  # share of the window a kernel ran: GPU_UTIL and the graphics engine, whatever SM active reads
 
 
 def _clamped(value: float) -> float:
@@ -51,9 +56,10 @@ def _clamped(value: float) -> float:
 class GpuWindow:
     """The engine's cumulative work sampled over time; `shares(now)` averages the last window."""
 
-    def __init__(self, shape: ReplicaShape, window: float = WINDOW_SECONDS) -> None:
+    def __init__(self, shape: ReplicaShape, window: float = WINDOW_SECONDS, model: CounterModel = CALIBRATED) -> None:
         self.shape = shape
         self.window = window
+        self.model = model
         self._readings: deque[tuple[float, float, float, float]] = deque()
         self._source: object = None
 
@@ -73,12 +79,16 @@ class GpuWindow:
         then, busy0, read0, flops0 = readings[0]
         elapsed = now - then
         if elapsed <= 0:
-            return GpuShares(0.0, 0.0, 0.0)
-        shape = self.shape
+            return GpuShares(0.0, 0.0, 0.0, 0.0)
+        shape, model = self.shape, self.model
+        busy_share = (busy - busy0) / elapsed
+        bandwidth_share = (read - read0) / (shape.bandwidth_bytes_per_second * elapsed)
+        flops_share = (flops - flops0) / (shape.flops_per_second * elapsed)
         return GpuShares(
-            sm_active=_clamped((busy - busy0) / elapsed),
-            tensor_active=_clamped((flops - flops0) / (shape.flops_per_second * elapsed)),
-            dram_active=_clamped((read - read0) / (shape.bandwidth_bytes_per_second * elapsed)),
+            sm_active=_clamped(model.sm_when_busy * busy_share),
+            tensor_active=_clamped(model.tensor_per_flops * flops_share),
+            dram_active=_clamped(model.dram_per_bandwidth * bandwidth_share),
+            busy=_clamped(busy_share),
         )
 
 
@@ -109,10 +119,10 @@ def render_page(shape: ReplicaShape, replica: int, shares: GpuShares, gpu_name: 
     used_mib = round(total_mib * shape.usable_memory_share)
     free_mib = max(0, round(total_mib) - used_mib)
     values = {
-        "DCGM_FI_DEV_GPU_UTIL": str(round(shares.sm_active * 100)),
+        "DCGM_FI_DEV_GPU_UTIL": str(round(shares.busy * 100)),
         "DCGM_FI_DEV_FB_FREE": str(free_mib),
         "DCGM_FI_DEV_FB_USED": str(used_mib),
-        "DCGM_FI_PROF_GR_ENGINE_ACTIVE": f"{shares.sm_active:f}",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE": f"{shares.busy:f}",
         "DCGM_FI_PROF_SM_ACTIVE": f"{shares.sm_active:f}",
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": f"{shares.tensor_active:f}",
         "DCGM_FI_PROF_DRAM_ACTIVE": f"{shares.dram_active:f}",
