@@ -84,10 +84,25 @@ class Lengths:
 
 
 @dataclass(frozen=True)
+class Backlog:
+    """What the fleet holds as the minutes start: per replica, requests decoding and requests waiting in vLLM's
+    queue; and the gateway's queue (the fleet's). Carried in, a what-if in a spike starts where the fleet is."""
+
+    running_per_replica: float = 0.0
+    waiting_per_replica: float = 0.0
+    gateway_queued: float = 0.0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.running_per_replica > 0 or self.waiting_per_replica > 0 or self.gateway_queued > 0)
+
+
+@dataclass(frozen=True)
 class Workload:
     rps_by_minute: tuple[float, ...]  # the fleet's arrivals for each minute ahead (the forecast)
     lengths: Lengths
     deferrable_share: float = 0.0  # of arrivals, from the plan's deferrable workloads at this hour
+    backlog: Backlog = Backlog()
 
     @property
     def minutes(self) -> int:
@@ -104,6 +119,13 @@ class Scenario:
     policy: Policy  # what the gateway admits by; mode "pass" with no cap: no gateway, every request forwarded
     planned_cap: int | None = None  # the gateway's in-flight cap per replica in the queueing modes
     note: str = ""
+    # A scale-up: `serving_now` replicas serve from the start, the others join after `lead_seconds` (model load).
+    serving_now: int | None = None
+    lead_seconds: float = 0.0
+
+    @property
+    def joining(self) -> bool:
+        return self.serving_now is not None and self.serving_now < self.replicas and self.lead_seconds > 0
 
 
 @dataclass(frozen=True)
@@ -204,10 +226,22 @@ def run_scenario(
         max_queue=_scaled(policy.max_queue, share, 1),
         hosted_after_queue=_scaled(policy.hosted_after_queue, share, 0),
     )
-    run = _FleetRun(shape, simulated, sliced, scenario.planned_cap, slowdown)
+    # A scale-up's new replicas join after the lead time. Simulated whole, they are held out of routing until then;
+    # in a slice (every simulated replica alike) the slice carries the smaller fleet's share of arrivals until then.
+    joins = [0.0] * simulated
+    share_before = share
+    if scenario.joining:
+        assert scenario.serving_now is not None
+        if simulated == replicas:
+            joins[scenario.serving_now :] = [scenario.lead_seconds] * (replicas - scenario.serving_now)
+        else:
+            share_before = simulated / scenario.serving_now
+    run = _FleetRun(shape, simulated, sliced, scenario.planned_cap, slowdown, joins)
+    run.carry(workload.backlog, workload.lengths, share_before, random.Random(seed + 1))
     rng = random.Random(seed)
     end = workload.minutes * 60.0
-    for at, lengths, deferrable in _arrivals(workload, share, rng):
+    until = scenario.lead_seconds if scenario.joining else 0.0
+    for at, lengths, deferrable in _arrivals(workload, share, rng, share_before, until):
         run.arrive(at, lengths, deferrable)
     run.finish(end, end + DRAIN_SECONDS)
     arrivals = run.arrived or 1
@@ -232,20 +266,27 @@ def run_scenario(
 
 
 def _arrivals(
-    workload: Workload, share: float, rng: random.Random
+    workload: Workload, share: float, rng: random.Random, share_before: float | None = None, until: float = 0.0
 ) -> Iterator[tuple[float, tuple[int, int, int], bool]]:
-    """(time, lengths, deferrable) for the slice: Poisson at each minute's rate times `share`."""
+    """(time, lengths, deferrable) for the slice: Poisson at each minute's rate times `share` (`share_before` up
+    to `until`, a scale-up's join: the piece of a minute on each side draws at its own rate)."""
     at = 0.0
+    pieces = []
     for minute, rps in enumerate(workload.rps_by_minute):
-        rate = max(rps, 0.0) * share
         start, stop = minute * 60.0, (minute + 1) * 60.0
+        if share_before is not None and start < until < stop:
+            pieces += [(rps, share_before, start, until), (rps, share, until, stop)]
+        else:
+            pieces.append((rps, share_before if share_before is not None and stop <= until else share, start, stop))
+    for rps, fraction, start, stop in pieces:
+        rate = max(rps, 0.0) * fraction
         at = max(at, start)
         if rate <= 0:
             continue
         while True:
             at += rng.expovariate(rate)
             if at >= stop:
-                at = stop  # memoryless: the next minute draws afresh from its start
+                at = stop  # memoryless: the next piece draws afresh from its start
                 break
             deferrable = workload.deferrable_share > 0 and rng.random() < workload.deferrable_share
             yield at, workload.lengths.draw(rng), deferrable
@@ -266,27 +307,75 @@ class _FleetRun:
     """
 
     def __init__(
-        self, shape: ReplicaShape, replicas: int, policy: Policy, planned_cap: int | None, slowdown: float
+        self,
+        shape: ReplicaShape,
+        replicas: int,
+        policy: Policy,
+        planned_cap: int | None,
+        slowdown: float,
+        joins: Sequence[float] | None = None,
     ) -> None:
         self.policy = policy
         self.planned_cap = planned_cap
-        self.replicas = [_Replica(f"r{i}", StridingEngine(shape)) for i in range(replicas)]
-        for replica in self.replicas:
+        self.all_replicas = [_Replica(f"r{i}", StridingEngine(shape)) for i in range(replicas)]
+        # The replicas serving; the others join the gateway's routing at their moment (a scale-up's lead time).
+        times = list(joins) if joins is not None else [0.0] * replicas
+        self.replicas = [r for r, at in zip(self.all_replicas, times, strict=True) if at <= 0]
+        self.joining = sorted(
+            ((at, i) for i, at in enumerate(times) if at > 0), key=lambda pair: pair[0], reverse=True
+        )  # the next to join last: popped
+        for replica in self.all_replicas:
             replica.engine.slowdown = slowdown
-        self.by_name = {r.name: r for r in self.replicas}
-        self.min_step = self.replicas[0].engine.decode_step_seconds(0)
+        self.by_name = {r.name: r for r in self.all_replicas}
+        self.min_step = self.all_replicas[0].engine.decode_step_seconds(0)
         self.queue: deque[tuple[float, float | None, tuple[int, int, int]]] = deque()  # arrival, deadline, lengths
         self.arrived = self.refused = self.hosted = self.deferred = self.unfinished = 0
         self.hosted_tokens = 0
         self.ttfts: list[float] = []
         self.tpots: list[float] = []
         self.count = 0
-        self.bounds: list[float] = [math.inf] * replicas
+        self.bounds: list[float] = [math.inf] * len(self.replicas)
+
+    # ---- what the fleet holds at the start -----------------------------------------------------
+
+    def carry(self, backlog: Backlog, lengths: Lengths, gateway_share: float, rng: random.Random) -> None:
+        """The backlog at time 0: on each replica serving, its requests decoding (part of their answer already
+        out; they weigh on every step but are not judged, their start being before the minutes) and its waiting
+        ones; and the slice's share of the gateway's queue. The waiting ones count as arrivals at 0, their wait
+        from 0 (a floor: they had waited before). Its own random draws: the arrivals' stay the same."""
+        for replica in self.replicas:
+            for _ in range(_count(backlog.running_per_replica, rng)):
+                prompt, answer, max_tokens = lengths.draw(rng)
+                self.count += 1
+                request = SimRequest(f"c{self.count}", prompt, answer, max_tokens, 0.0, tag=None)
+                request.generated = rng.randint(1, max(1, answer - 1))
+                replica.engine.resume(request)
+                replica.in_flight += 1
+            for _ in range(_count(backlog.waiting_per_replica, rng)):
+                self.arrived += 1
+                self._send(replica, 0.0, 0.0, lengths.draw(rng))
+            index = self.replicas.index(replica)
+            self.bounds[index] = self._bound(replica.engine)
+        deadline = self.policy.max_wait_seconds if self.policy.mode != "pass" else None
+        for _ in range(_count(backlog.gateway_queued * gateway_share, rng)):
+            self.arrived += 1
+            self.queue.append((0.0, deadline, lengths.draw(rng)))
+
+    def _join(self, now: float) -> None:
+        """The replicas whose lead time is over by `now` start taking requests (and the queue drains onto them)."""
+        while self.joining and self.joining[-1][0] <= now:
+            at, index = self.joining.pop()
+            replica = self.all_replicas[index]
+            replica.engine.clock = max(replica.engine.clock, at)
+            self.replicas.append(replica)
+            self.bounds.append(math.inf)
+            self._release(at)
 
     # ---- arrivals ----------------------------------------------------------------------------
 
     def arrive(self, at: float, lengths: tuple[int, int, int], deferrable: bool) -> None:
         self.settle(at)
+        self._join(at)
         self.arrived += 1
         self._sync(at)
         decision = admit(self.policy, self._load(), "deferrable" if deferrable else "interactive", at, self.planned_cap)
@@ -328,10 +417,13 @@ class _FleetRun:
         while self.queue:
             deadline = self.queue[0][1]
             soonest = min(self.bounds)
-            moment = min(deadline if deadline is not None else math.inf, soonest)
+            joins = self.joining[-1][0] if self.joining else math.inf
+            moment = min(deadline if deadline is not None else math.inf, soonest, joins)
             if moment >= until:
                 return
-            if soonest <= moment:
+            if joins <= moment:
+                self._join(joins)
+            elif soonest <= moment:
                 index = self.bounds.index(soonest)
                 self._advance(index, soonest)
                 self._release(soonest)
@@ -379,6 +471,8 @@ class _FleetRun:
             self._send(min(free, key=lambda r: r.in_flight), arrival, now, lengths)
 
     def _served(self, request: SimRequest) -> None:
+        if request.tag is None:
+            return  # carried in mid-answer: it took its share of the steps, its latencies began before the minutes
         arrival = float(request.tag)  # type: ignore[arg-type]  # the client's arrival at the gateway
         if request.first_token is not None:
             self.ttfts.append(request.first_token - arrival)
@@ -391,10 +485,13 @@ class _FleetRun:
         """No more arrivals after `end`: the queue and the replicas drain until `drain_until`; what is left
         is counted unfinished, its wait so far taken as its TTFT (a floor)."""
         self.settle(drain_until)
+        self._join(drain_until)
         for index in range(len(self.replicas)):
             self._advance(index, drain_until)
         for replica in self.replicas:
             for request in [*replica.engine.running, *replica.engine.waiting]:
+                if request.tag is None:
+                    continue  # carried in mid-answer: not judged
                 if request.first_token is None:
                     self.unfinished += 1
                     self.ttfts.append(drain_until - float(request.tag))  # type: ignore[arg-type]
@@ -403,6 +500,14 @@ class _FleetRun:
         for arrival, _deadline, _lengths in self.queue:
             self.unfinished += 1
             self.ttfts.append(drain_until - arrival)
+
+
+def _count(mean: float, rng: random.Random) -> int:
+    """A whole count whose mean is `mean`: its floor, plus one with the chance of its fraction."""
+    if not mean > 0 or not math.isfinite(mean):
+        return 0
+    whole = math.floor(mean)
+    return whole + (1 if rng.random() < mean - whole else 0)
 
 
 # ---- the correction -------------------------------------------------------------------------
@@ -548,11 +653,13 @@ def scenarios(
     planned_cap: int | None,
     hosted_allowed: bool,
     mode_base: Policy | None = None,
+    lead_seconds: float = 0.0,
 ) -> list[Scenario]:
     """ "now" first (nothing changed), then one scenario per lever; ValueError for a lever that cannot be.
 
     A mode lever changes the gateway's policy now; with no gateway now, `mode_base` (the plan's overflow
-    section), else the gateway's defaults."""
+    section), else the gateway's defaults. Replicas added serve after `lead_seconds` (the model's load); replicas
+    taken away stop at once."""
     result = [Scenario("now", current, now_policy, planned_cap if now_policy.mode != "pass" else None)]
     for lever in levers:
         if lever.replicas is not None:
@@ -562,7 +669,16 @@ def scenarios(
                 if lever.replicas[:1] not in "+-"
                 else f"{lever.replicas} replica" + ("s" if abs(count - current) != 1 else "")
             )
-            result.append(replace(result[0], name=name, replicas=count))
+            scenario = replace(result[0], name=name, replicas=count)
+            if count > current and lead_seconds > 0:
+                scenario = replace(
+                    scenario,
+                    serving_now=current,
+                    lead_seconds=lead_seconds,
+                    note=f"the {'new replica serves' if count - current == 1 else 'new replicas serve'} "
+                    f"after {_minutes(lead_seconds)} (the lead time)",
+                )
+            result.append(scenario)
             continue
         if lever.mode is None:
             continue
@@ -580,6 +696,11 @@ def scenarios(
             note = "the plan's data.prompts_may_leave is false: a switch to hosted would be refused"
         result.append(Scenario(_mode_name(policy), current, policy, planned_cap, note))
     return result
+
+
+def _minutes(seconds: float) -> str:
+    minutes = seconds / 60.0
+    return f"{minutes:.0f} min" if minutes >= 1 and minutes == round(minutes) else f"{minutes:.1f} min"
 
 
 def _mode_name(policy: Policy) -> str:

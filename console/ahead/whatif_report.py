@@ -7,11 +7,12 @@ Pure: the caller reads the fleet (console/commands/whatif_run.py, or the console
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from console.ahead.forecast import Forecast
 from console.ahead.whatif import (
     CORRECTION_BOUNDS,
+    Backlog,
     Correction,
     Costs,
     Lengths,
@@ -52,6 +53,7 @@ class Situation:
     ttft_seen_by: str  # "clients" or "replicas"
     deferrable_share: float = 0.0
     gateway_mode: str | None = None  # the mode the gateway said it enforces; None: not read
+    backlog: Backlog = field(default_factory=Backlog)  # what the fleet held when read: carried into every scenario
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class Report:
     minutes: int
     correction: Correction
     results: list[Result]
+    lead_seconds: float = 0.0  # how long an added replica took to serve in the scenarios
 
     def to_json(self) -> dict:
         s = self.situation
@@ -82,7 +85,13 @@ class Report:
                 "ttft_p95_seconds": _num(s.ttft_p95_seconds),
                 "ttft_seen_by": s.ttft_seen_by,
                 "tpot_p95_seconds": _num(s.tpot_p95_seconds),
+                "backlog": {
+                    "running_per_replica": _num(s.backlog.running_per_replica),
+                    "waiting_per_replica": _num(s.backlog.waiting_per_replica),
+                    "gateway_queued": _num(s.backlog.gateway_queued),
+                },
             },
+            "lead_time_seconds": _num(self.lead_seconds),
             "targets": {"ttft_p95_seconds": targets.ttft_p95_seconds, "tpot_p95_seconds": targets.tpot_p95_seconds},
             "correction": self.correction.to_json(),
             "scenarios": [r.to_json() for r in self.results],
@@ -100,6 +109,12 @@ class Report:
             f"observed: TTFT p95 {_seconds(s.ttft_p95_seconds)} ({s.ttft_seen_by}) · TPOT p95 "
             f"{_seconds(s.tpot_p95_seconds)} · {s.input_mean:.0f} tokens in, {s.output_mean:.0f} out per request"
         )
+        b = s.backlog
+        if not b.empty:
+            observed += (
+                f" · carried in: {b.running_per_replica:.1f} decoding and {b.waiting_per_replica:.1f} waiting per "
+                f"replica" + (f", {b.gateway_queued:.0f} in the gateway's queue" if b.gateway_queued > 0 else "")
+            )
         c = self.correction
         if c.observed_tpot_p95_seconds is not None:
             said = (
@@ -240,7 +255,19 @@ def from_view(
         ttft_seen_by="clients" if client_ttft is not None else "replicas",
         deferrable_share=deferrable_share_at(plan, plan_now.weekday, plan_now.hour) if plan_now is not None else 0.0,
         gateway_mode=gateway.policy.mode if gateway is not None and gateway.policy is not None else None,
+        backlog=Backlog(
+            running_per_replica=_per(fleet.running, serving),
+            waiting_per_replica=_per(fleet.waiting, serving),
+            gateway_queued=_per(gateway.queue_length if gateway is not None else None, 1),
+        ),
     )
+
+
+def _per(total: float | None, replicas: int) -> float:
+    """A fleet's count per replica; an unknown or impossible one carries nothing in."""
+    if total is None or not math.isfinite(total) or total <= 0:
+        return 0.0
+    return total / replicas
 
 
 LENGTH_PRIOR_REQUESTS = 30.0
@@ -295,9 +322,18 @@ def now_policy_of(plan_policy: Policy, situation: Situation) -> Policy:
     return plan_policy
 
 
-def run_levers(plan: Plan, situation: Situation, chosen_levers: list[Lever], minutes: int, seed: int = 0) -> Report:
-    """ "now" and each lever over `minutes` on the plan's simulated replica, corrected by the fleet's live TPOT;
+def run_levers(
+    plan: Plan,
+    situation: Situation,
+    chosen_levers: list[Lever],
+    minutes: int,
+    seed: int = 0,
+    lead_seconds: float | None = None,
+) -> Report:
+    """ "now" and each lever over `minutes` on the plan's simulated replica, corrected by the fleet's live TPOT,
+    from the backlog the fleet held; replicas added serve after `lead_seconds` (default: the plan's lead time).
     ValueError for a lever that cannot be (a replica count that leaves none). Pure CPU: a worker's job."""
+    lead = plan.lead_time_seconds if lead_seconds is None else lead_seconds
     shape = replica_shape(plan)
     tokens = targets_workload(plan).tokens
     input_scale = situation.input_mean / tokens.input_mean if tokens.input_mean > 0 else 1.0
@@ -317,6 +353,7 @@ def run_levers(plan: Plan, situation: Situation, chosen_levers: list[Lever], min
         planned_cap(plan),
         bool(plan.data.prompts_may_leave),
         mode_base=plan_policy,
+        lead_seconds=lead,
     )
     if situation.tpot_p95_seconds is None and situation.basis.startswith("--rps, the plan"):
         correction = no_correction("none: no fleet was read (the plan alone)")
@@ -324,7 +361,7 @@ def run_levers(plan: Plan, situation: Situation, chosen_levers: list[Lever], min
         correction = calibrate(
             shape, lengths, situation.rps / situation.replicas, situation.tpot_p95_seconds, seed=seed
         )
-    workload = Workload(situation.rps_by_minute, lengths, situation.deferrable_share)
+    workload = Workload(situation.rps_by_minute, lengths, situation.deferrable_share, situation.backlog)
     costs = Costs(size(plan).gpus_per_replica, plan.overflow.hosted_price_per_million)
     results = run_all(shape, chosen, workload, costs, correction, seed=seed)
-    return Report(plan, replace(situation), minutes, correction, results)
+    return Report(plan, replace(situation), minutes, correction, results, lead)

@@ -21,6 +21,7 @@ from console.text import PIECE_CHARACTERS, bounded_line, printable
 
 DEFAULT_MINUTES = 30
 MAX_MINUTES = 120
+MAX_LEAD_MINUTES = 1440  # as the plan's lead_time_minutes
 DEFAULT_INTERVAL_SECONDS = 5.0  # longer than watch's 2 s: the rate the scenarios rest on is steadier
 MODES = ("pass", "bounded_queue", "hosted", "defer")
 MAX_RPS = 100_000.0
@@ -96,6 +97,13 @@ def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
         help=f"minutes ahead to simulate (default {DEFAULT_MINUTES}, at most {MAX_MINUTES})",
     )
     parser.add_argument(
+        "--lead-time",
+        type=float,
+        metavar="MIN",
+        help="minutes an added replica takes to serve (default: the plan's lead_time_minutes; 0: at once, a warm "
+        "standby)",
+    )
+    parser.add_argument(
         "--db",
         metavar="FILE",
         help="a history file (capcon watch --db, capcon record): run the levers at the moment --at, on what it "
@@ -139,6 +147,8 @@ def check_options(args: argparse.Namespace) -> None:
         raise UserError(f"--max-wait {args.max_wait:g}: expected seconds over 0 and at most 600")
     if (args.max_queue is not None or args.max_wait is not None or args.hosted_after is not None) and not args.mode:
         raise UserError("--max-queue, --max-wait and --hosted-after set a --mode scenario; expected --mode MODE")
+    if args.lead_time is not None and not (math.isfinite(args.lead_time) and 0 <= args.lead_time <= MAX_LEAD_MINUTES):
+        raise UserError(f"--lead-time {args.lead_time:g}: expected minutes from 0 to {MAX_LEAD_MINUTES}")
     if (args.db is None) != (args.at is None):
         raise UserError("--db and --at go together: a history file and the moment in it; expected both")
     if args.db is not None and (args.target or args.source is not None or args.prometheus):

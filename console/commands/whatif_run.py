@@ -189,6 +189,7 @@ def report(plan: Plan, situation: Situation, args: argparse.Namespace) -> Report
     from console.errors import UserError
 
     try:
-        return run_levers(plan, situation, levers(args), args.minutes, args.seed)
+        lead = None if args.lead_time is None else args.lead_time * 60.0
+        return run_levers(plan, situation, levers(args), args.minutes, args.seed, lead_seconds=lead)
     except ValueError as problem:
         raise UserError(f"--replicas {problem}") from None

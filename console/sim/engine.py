@@ -203,6 +203,26 @@ class Engine:
             self.clock = max(self.clock, request.arrival)
         self.waiting.append(request)
 
+    def resume(self, request: SimRequest) -> None:
+        """A request already decoding when the simulation starts (a what-if carrying a live fleet's batch in):
+        its prompt and its `generated` tokens but the last are in the cache, so it decodes on from the next step.
+        Without room for it (blocks, or max_num_seqs) it waits, as a preempted request does, and is recomputed."""
+        problem = self.validate(request.prompt_tokens, request.max_tokens)
+        if problem:
+            raise ValueError(problem)
+        request.output_tokens = max(1, min(request.output_tokens, request.max_tokens))
+        request.generated = max(1, min(request.generated, request.output_tokens - 1))
+        context = request.prompt_tokens + request.generated - 1
+        need = blocks_for(context, self.shape.block_size)
+        if request.output_tokens > 1 and len(self.running) < self.shape.max_num_seqs and self.pool.take(need):
+            request.computed, request.blocks = context, need
+            request.first_scheduled = request.first_token = request.last_token = request.arrival
+            self.running.append(request)
+        else:
+            request.generated = 0
+            self.waiting.append(request)
+        self.clock = max(self.clock, request.arrival)
+
     def abort(self, request: SimRequest, now: float) -> None:
         """The client went away: free its blocks and count it as aborted."""
         if request.finished:

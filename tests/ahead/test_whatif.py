@@ -136,3 +136,70 @@ def test_replica_counts(asked, current, expected):
 def test_replica_counts_that_cannot_be(asked):
     with pytest.raises(ValueError, match="expected"):
         whatif.replicas_for(asked, 3)
+
+
+# ---- where the fleet is: its backlog carried in, and a new replica's lead time ----------------------------------
+
+
+def _backlog_run(backlog: whatif.Backlog, replicas: int = 3, rps: float = 12.0, policy: Policy = PASS, cap=None):
+    workload = Workload((rps,) * 2, LENGTHS, 0.0, backlog)
+    return run_scenario(SHAPE, Scenario("s", replicas, policy, cap), workload, COSTS)
+
+
+def test_a_backlog_carried_in_makes_the_first_minutes_slower_and_its_waiting_ones_count():
+    empty = _backlog_run(whatif.Backlog())
+    busy = _backlog_run(whatif.Backlog(running_per_replica=24.0, waiting_per_replica=30.0))
+    assert busy.arrivals == pytest.approx(empty.arrivals + 90, abs=3)  # the 3 x 30 waiting count as arrivals at 0
+    assert busy.ttft_p95_seconds > 2 * empty.ttft_p95_seconds
+    # Decoding ones are not judged (not arrivals): they hold batch slots and KV while they finish their answers.
+    decoding = _backlog_run(whatif.Backlog(running_per_replica=float(SHAPE.max_num_seqs)))
+    assert decoding.arrivals == empty.arrivals
+    assert decoding.ttft_p95_seconds >= empty.ttft_p95_seconds
+
+
+def test_the_gateways_queue_carried_in_is_refused_at_its_deadline_when_nothing_frees():
+    bounded = Policy(mode="bounded_queue", max_queue=400, max_wait_seconds=1.0)
+    full = whatif.Backlog(running_per_replica=CAP, gateway_queued=300.0)
+    result = _backlog_run(full, replicas=1, rps=1.0, policy=bounded, cap=CAP)
+    # 300 queued behind one replica whose slots are all taken: most wait past the second and are refused.
+    assert result.refused_share > 0.5
+    assert _backlog_run(whatif.Backlog(), replicas=1, rps=1.0, policy=bounded, cap=CAP).refused_share == 0.0
+
+
+def test_a_new_replica_that_serves_after_its_lead_time_helps_only_after_it():
+    spike = Workload((24.0,) * 3, LENGTHS)  # 8 rps a replica on three, past the 5 they hold; every replica simulated
+    now = run_scenario(SHAPE, Scenario("now", 3, PASS), spike, COSTS)
+    at_once = run_scenario(SHAPE, Scenario("+1", 4, PASS), spike, COSTS)
+    late = run_scenario(SHAPE, Scenario("+1", 4, PASS, serving_now=3, lead_seconds=120.0), spike, COSTS)
+    assert now.simulated_replicas == 3 and late.simulated_replicas == at_once.simulated_replicas == 4
+    assert late.arrivals == now.arrivals == at_once.arrivals  # the same draws: the lever is the only difference
+    # Two minutes of the three on three replicas: between doing nothing and a replica serving at once, and its
+    # TPOT p95 that of three replicas.
+    assert at_once.ttft_p95_seconds < late.ttft_p95_seconds < now.ttft_p95_seconds
+    assert at_once.tpot_p95_seconds < late.tpot_p95_seconds * 0.7
+
+
+def test_in_a_slice_the_lead_time_holds_the_smaller_fleets_share_until_the_join():
+    # 40 replicas at 8 rps each: more arrivals than a scenario simulates, so a slice of them runs.
+    big = Workload((320.0,) * 2, LENGTHS)
+    now = run_scenario(SHAPE, Scenario("now", 40, PASS), big, COSTS)
+    late = run_scenario(SHAPE, Scenario("+8", 48, PASS, serving_now=40, lead_seconds=60.0), big, COSTS)
+    assert late.simulated_replicas < 48
+    # Until the join the slice carries 1/40 of the fleet's arrivals per replica, then 1/48.
+    per_replica_now = now.arrivals / now.simulated_replicas
+    per_replica_late = late.arrivals / late.simulated_replicas
+    expected = 320.0 * 60 * (1 / 40 + 1 / 48)
+    assert per_replica_late == pytest.approx(expected, rel=0.08)
+    assert per_replica_late < per_replica_now
+
+
+def test_the_lever_scenarios_carry_the_lead_time_and_say_it():
+    levers = [Lever(replicas="+2"), Lever(replicas="-1"), Lever(mode="defer")]
+    built = whatif.scenarios(3, PASS, levers, CAP, True, lead_seconds=600.0)
+    more, fewer = built[1], built[2]
+    assert (more.replicas, more.serving_now, more.lead_seconds) == (5, 3, 600.0)
+    assert more.note == "the new replicas serve after 10 min (the lead time)"
+    assert not fewer.joining and fewer.lead_seconds == 0.0  # taking replicas away is at once
+    assert not built[3].joining
+    at_once = whatif.scenarios(3, PASS, levers, CAP, True)
+    assert not at_once[1].joining and at_once[1].note == ""

@@ -202,7 +202,8 @@ async def test_the_what_if_predicts_what_pulling_the_lever_then_does(tmp_path):
             await until_healthy(session, url, 2)
             base = asyncio.create_task(offer(session, url, BASE_RPS, 20.0, sampler, seed=1))
             await asyncio.sleep(3.0)
-            predicted = await whatif(plan_path, fleet.urls, url, MORE_RPS, "--replicas", "+1")
+            # The replica is started at once below (a warm standby): no model load to wait for.
+            predicted = await whatif(plan_path, fleet.urls, url, MORE_RPS, "--replicas", "+1", "--lead-time", "0")
             queue_lever = ["--mode", "bounded_queue", "--max-queue", str(MAX_QUEUE), "--max-wait", str(MAX_WAIT)]
             predicted_queue = await whatif(plan_path, fleet.urls, url, QUEUE_RPS, *queue_lever)
             await base

@@ -36,8 +36,10 @@ def test_against_a_simulated_fleet_prints_the_table_and_the_json(fleet):
     assert lines[0].startswith("what-if for internal-assistant-18rps over the next 2 min")
     assert "2 replicas" in lines[0]
     assert lines[2].startswith("correction:")
-    names = [line.split()[0] for line in lines if line.startswith(("now", "+1"))]
+    table = lines[: next(i for i, line in enumerate(lines) if line.startswith("targets:"))]
+    names = [line.split()[0] for line in table if line.startswith(("now", "+1"))]
     assert names == ["now", "+1"]
+    assert any(line.startswith("+1 replica: the new replica serves after 10 min (the lead time)") for line in lines)
     answer = _whatif(str(PLAN), *targets, "--interval", "2", "--minutes", "2", "--mode", "bounded_queue", "--json")
     assert answer.returncode == 0, answer.stderr
     report = json.loads(answer.stdout)

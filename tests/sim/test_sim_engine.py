@@ -163,3 +163,33 @@ def test_steady_load_conserves_requests(shape):
     assert not finished & inside
     assert len(finished) + len(inside) == submitted
     assert math.isclose(engine.pool.used, sum(r.blocks for r in engine.running))
+
+
+def test_a_resumed_request_decodes_on_from_its_context_with_no_prefill(shape):
+    """A what-if carries a live batch in: a request 10 tokens into a 13-token answer takes three decode steps."""
+    overhead = 0.001
+    engine = Engine(shape, step_overhead_seconds=overhead)
+    request = SimRequest("c", prompt_tokens=1000, output_tokens=13, max_tokens=20, arrival=0.0)
+    request.generated = 10
+    engine.resume(request)
+    assert engine.running == [request] and engine.pool.used == -(-1009 // shape.block_size)
+    engine.advance(1000.0)
+    # Each step reads the context so far: 1010, 1011, 1012 tokens; nothing is prefilled again.
+    steps = sum(formula_step(shape, kv, 0, overhead) for kv in (1010, 1011, 1012))
+    assert request.finished_reason == "stop" and request.generated == 13
+    assert request.finished_at == pytest.approx(steps)
+    assert engine.pool.used == 0
+
+
+def test_a_resumed_request_without_room_waits_and_is_recomputed(shape):
+    small = dataclasses.replace(shape, max_num_seqs=1)
+    engine = Engine(small, step_overhead_seconds=0.0)
+    first = SimRequest("a", prompt_tokens=100, output_tokens=5, max_tokens=10, arrival=0.0, generated=2)
+    second = SimRequest("b", prompt_tokens=100, output_tokens=5, max_tokens=10, arrival=0.0, generated=2)
+    engine.resume(first)
+    engine.resume(second)  # the batch of one is full: it waits, its cache gone
+    assert engine.running == [first] and list(engine.waiting) == [second]
+    assert second.generated == 0 and second.computed == 0 and second.blocks == 0
+    engine.advance(1000.0)
+    assert first.finished and second.finished and second.generated == 5
+    assert second.first_scheduled > 0  # prefilled again once the first had finished

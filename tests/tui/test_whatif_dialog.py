@@ -81,7 +81,8 @@ async def test_the_dialog_runs_a_lever_in_a_worker_while_the_fleet_updates_behin
         assert screen.lines is not None
         text = shown(screen.query_one("#whatif-result"))
         assert text.startswith("what-if for assistant over the next 2 min")
-        rows = [line.split()[0] for line in text.splitlines() if line.startswith(("now", "+1", "scenario"))]
+        table = text.split("targets:", 1)[0].splitlines()
+        rows = [line.split()[0] for line in table if line.startswith(("now", "+1", "scenario"))]
         assert rows == ["scenario", "now", "+1"]
         assert "correction:" in text
         assert isinstance(app.screen, WhatIfScreen)
