@@ -5,8 +5,11 @@ replica's goodput') says the server's gauges are hints: before naming the limit,
 preemptions, compute and memory-bandwidth use and running requests, then repeat with
 controlled changes to concurrency and context length and see which one moves the result.
 
-The reruns, all at the capacity the sweep found, each against the same replica:
-  baseline          the step at capacity again, as the sweep ran it;
+The reruns run where the limit binds: at the first rate the sweep saw fall, just above the capacity
+it found (`limit_rate`). There goodput is short of the target, so a change can show what it
+gains as well as what it costs; at a rate that held, nothing can gain more than the little
+that was missing, and a change would show only by what it costs. Each against the same replica:
+  baseline          the step at the limit again, as the sweep ran it;
   concurrency_half  at most half the requests in flight that the baseline had;
   concurrency_batch at most the replica's batch size (max_num_seqs) in flight;
   lengths_half      the same prompts at half their length, half the answer tokens;
@@ -123,6 +126,14 @@ class Rerun:
         }
 
 
+def limit_rate(capacity: float | None, fell: float | None) -> float | None:
+    """The rate the reruns run at: the lowest rate that fell above the capacity (the limit binds there), else the
+    capacity (no rate above it fell: the sweep stopped at its ceiling); None when nothing held."""
+    if capacity is None:
+        return None
+    return fell if fell is not None and fell > capacity else capacity
+
+
 @dataclass(frozen=True)
 class Change:
     """One controlled change to rerun: a client-side cap on requests in flight and a length factor."""
@@ -201,7 +212,7 @@ def conclude(reruns: Sequence[Rerun]) -> Conclusion:
     rows: Mapping[str, Rerun] = {r.change: r for r in reruns}
     base = rows.get(BASELINE)
     if base is None or base.goodput_share is None:
-        return Conclusion("unknown", (), ("the step at capacity was not rerun: nothing to compare",), tuple(reruns))
+        return Conclusion("unknown", (), ("the step at the limit was not rerun: nothing to compare",), tuple(reruns))
     start = base.goodput_share
     delta: dict[str, float] = {}
     for name in CHANGES:

@@ -286,7 +286,7 @@ def render(report: BenchReport) -> str:
 def diagnosis_lines(conclusion: Conclusion) -> list[str]:
     """--diagnose in text: the evidence table and the conclusion (labels from the GPU page made printable)."""
     return [
-        "diagnosis: the step at capacity rerun with controlled changes (GPU columns: the GPU's own counters)",
+        "diagnosis: the step at the limit rerun with controlled changes (GPU columns: the GPU's own counters)",
         *evidence_table(conclusion),
         f"limit: {conclusion.limit}" + (f" (moved by {', '.join(conclusion.moved_by)})" if conclusion.moved_by else ""),
         *(f"  - {printable(reason)}" for reason in conclusion.reasons),

@@ -1,10 +1,10 @@
-"""`capcon bench --diagnose` against a live replica: the step at capacity rerun with controlled changes.
+"""`capcon bench --diagnose` against a live replica: the step at the limit rerun with controlled changes.
 
 The same prompts (the same draw from the prompts file, in the same order) are sent in every
-rerun at the capacity's rate; a rerun changes one thing: a client-side cap on requests in
-flight (half the baseline's, then the batch size), or the length of every prompt and answer
-(half: each prompt cut to half its words and half its max_tokens; double: each prompt's text
-twice over and twice its max_tokens). Each rerun reads the replica's /metrics and its GPU page
+rerun at the same rate, where the limit binds (console/bench/diagnosis.limit_rate); a rerun
+changes one thing: a client-side cap on requests in flight (half the baseline's, then the batch
+size), or the length of every prompt and answer (half: each prompt cut to half its words and half
+its max_tokens; double: each prompt's text twice over and twice its max_tokens). Each rerun reads the replica's /metrics and its GPU page
 as the sweep's steps do; console/bench/diagnosis.py concludes from the table.
 """
 

@@ -151,7 +151,8 @@ def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--diagnose",
         action="store_true",
-        help="after the sweep, rerun the step at capacity with the concurrency capped (half, batch size) and the "
+        help="after the sweep, rerun the step at the limit (the first rate that fell) with the concurrency capped "
+        "(half, batch size) and the "
         "lengths halved and doubled, and say which moves goodput: memory, compute, queueing or the scheduler",
     )
     parser.add_argument(
@@ -517,9 +518,10 @@ async def _measure(
     diagnose: bool = False,
 ) -> tuple[list[Step], str, bool, Conclusion | None]:
     """(steps, model, interrupted, diagnosis): the sweep, or one step at `fixed_rate`, with Ctrl+C stopping it
-    cleanly; with `diagnose`, the reruns at the capacity found (diagnosis None otherwise)."""
+    cleanly; with `diagnose`, the reruns where the limit binds (diagnosis None otherwise)."""
     import asyncio
 
+    from console.bench.diagnosis import limit_rate
     from console.bench.gpu_watch import GpuWatch
     from console.bench.runner import run_sweep
     from console.bench.stream import SessionClient
@@ -560,9 +562,12 @@ async def _measure(
                 gpu=gpu,
                 keep_open=True,
             )
-            capacity = sweep.capacity if fixed_rate is None else (fixed_rate if steps and steps[0].holds else None)
-            if diagnose and capacity is not None and not stop.is_set():
-                diagnosis = await _diagnose(client, prompts, capacity, settings, targets, stop, metrics_url, gpu, plan)
+            # The reruns run where the limit binds: the first rate that fell above the capacity (a fixed rate: that
+            # rate, held or not), so a change can show a gain as well as a loss (console/bench/diagnosis.py).
+            at = limit_rate(sweep.capacity, sweep.fell) if fixed_rate is None else (fixed_rate if steps else None)
+            if diagnose and at is not None and not stop.is_set():
+                where = _limit_words(at, sweep.capacity if fixed_rate is None else None, steps, fixed_rate)
+                diagnosis = await _diagnose(client, prompts, at, where, settings, targets, stop, metrics_url, gpu, plan)
             elif diagnose:
                 why = "stopped" if stop.is_set() else "no rate held the goodput share"
                 print(f"capcon bench: --diagnose: no reruns ({why})", file=sys.stderr)
@@ -573,10 +578,21 @@ async def _measure(
     return steps, printable(model), stop.is_set(), diagnosis
 
 
+def _limit_words(at: float, capacity: float | None, steps: Sequence[Step], fixed_rate: float | None) -> str:
+    """Where the reruns run, in words for stderr."""
+    if fixed_rate is not None:
+        held = bool(steps) and steps[0].holds
+        return f"at {at:,.2f} rps (--rate; it {'held: a change can show only what it costs' if held else 'fell'})"
+    if capacity is not None and at > capacity:
+        return f"at the limit, {at:,.2f} rps (the first rate that fell, above the capacity {capacity:,.2f})"
+    return f"at the capacity, {at:,.2f} rps (no rate above it fell: a change can show only what it costs)"
+
+
 async def _diagnose(
     client: SessionClient,
     prompts: Sequence[BenchPrompt],
     capacity: float,
+    where: str,
     settings: StepSettings,
     targets: BenchTargets,
     stop: asyncio.Event,
@@ -584,16 +600,14 @@ async def _diagnose(
     gpu: GpuWatch | None,
     plan: Plan | None,
 ) -> Conclusion | None:
-    """The reruns at capacity (console/bench/rerun.py), each announced on stderr as it ends."""
+    """The reruns at `capacity` (the rate the limit binds at: console/bench/rerun.py), each announced on stderr."""
     from console.bench.rerun import run_diagnosis
 
     def on_rerun(row: Rerun) -> None:
         share = "-" if row.goodput_share is None else f"{row.goodput_share:.0%}"
         print(f"rerun {row.what}: {row.sent:,} requests, goodput {share}", file=sys.stderr, flush=True)
 
-    print(
-        f"capcon bench: --diagnose: rerunning the step at {capacity:,.2f} rps with controlled changes", file=sys.stderr
-    )
+    print(f"capcon bench: --diagnose: rerunning the step {where} with controlled changes", file=sys.stderr)
     batch_size = plan.replica.max_num_seqs if plan is not None else None
     return await run_diagnosis(
         client, list(prompts), capacity, settings, targets, stop, metrics_url, gpu, batch_size, on_rerun=on_rerun

@@ -1,7 +1,8 @@
 """`--diagnose` on two simulated replicas known to be memory-bound and compute-bound, in simulated time.
 
 The same sweep `capcon bench` runs finds each plan's capacity on the simulator's engine; the reruns
-at that capacity (concurrency halved and at the batch size, lengths halved and doubled) must name
+where the limit binds, at the first rate that fell just above it (concurrency halved and at the batch
+size, lengths halved and doubled), must name
 memory for long contexts on a small KV budget and compute for long prompts on a small GPU, and show
 the knob that moved.
 """
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from console.bench.diagnosis import limit_rate
 from console.bench.measure import targets_from
 from console.bench.runner import StepSettings
 from console.bench.simulated import plan_lengths, simulated_sweep
@@ -30,7 +32,8 @@ def diagnosed(name: str):
     sweep = Sweep(start=1.0, factor=1.5, precision=0.05)
     simulated_sweep(plan, lengths, targets, SETTINGS, sweep)
     assert sweep.capacity is not None and sweep.converged
-    rate = sweep.capacity
+    rate = limit_rate(sweep.capacity, sweep.fell)
+    assert rate == sweep.fell > sweep.capacity  # where the limit binds
     return plan, simulated_diagnosis(plan, lengths[: SETTINGS.count(rate)], rate, SETTINGS, targets)
 
 

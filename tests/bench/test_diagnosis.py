@@ -10,6 +10,7 @@ from console.bench.diagnosis import (
     Rerun,
     conclude,
     evidence_table,
+    limit_rate,
     planned_changes,
 )
 
@@ -134,3 +135,14 @@ def test_the_planned_changes():
     assert unknown_half.skipped and unknown_batch.skipped
     skipped = Rerun(unknown_batch.change, unknown_batch.what, 1.0, 0, 0, skipped=unknown_batch.skipped)
     assert skipped.goodput_share is None and "not run" in evidence_table(conclude([row(BASELINE, 9), skipped]))[-1]
+
+
+def test_the_reruns_run_where_the_limit_binds():
+    # The sweep bisected to 10 held, 10.4 fell: the reruns at 10.4, where goodput is short and a change can gain.
+    assert limit_rate(10.0, 10.4) == 10.4
+    # Nothing above the capacity fell (the sweep met its ceiling): the capacity itself.
+    assert limit_rate(10.0, None) == 10.0
+    # Only the start fell and a lower rate held: the lowest that fell is above the capacity, as it should be.
+    assert limit_rate(2.5, 5.0) == 5.0
+    # Nothing held: no reruns.
+    assert limit_rate(None, 0.5) is None
