@@ -21,12 +21,15 @@ The conclusion, first rule that holds:
              full or requests were preempted (DRAM active, when known, is shown beside);
   compute    the lengths move it with the KV cache free and nothing preempted (tensor and SM
              active, when known, are shown beside: high says the GPU's arithmetic is the wall);
-  scheduler  a concurrency cap raises goodput: the replica admits a larger batch than the
+  scheduler  a concurrency cap raises goodput, its wait for a place counted as the clients'
+             (runner.StepSettings.hold_counts): the replica admits a larger batch than the
              latency targets allow (max_num_seqs, max_num_batched_tokens are the knobs);
   queueing   nothing moves it and requests wait: the replica is simply at its rate, and the
              queue is the arrivals' (more replicas, or the overflow policy);
   unknown    nothing moved and nothing waited: the reruns say no more than the sweep did.
-GPU counters never decide alone (a GPU reads busy while doing little); they corroborate.
+GPU counters never decide alone (a GPU reads busy while doing little); they corroborate. Under a
+memory or compute verdict, a cap that raised goodput while carrying what the baseline carried is
+named as a lever too (`_cap_lever`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ MOVES = 0.05  # goodput share, absolute: less than this is within one step's noi
 KV_NEARLY_FULL = 0.90
 BUSY = 0.5  # a profiling share at or above this is "high" for the evidence lines
 KEPT_PACE = 0.9  # a capped rerun carrying less than this share of the offered rate held requests back
+SAME_LOAD = 0.98  # a capped rerun carrying this share of what the baseline carried lost no throughput to its cap
 
 BASELINE = "baseline"
 CHANGES = ("concurrency_half", "concurrency_batch", "lengths_half", "lengths_double")
@@ -197,6 +201,25 @@ def _kept_pace(row: Rerun) -> bool:
     return achieved is None or achieved >= KEPT_PACE * row.rate
 
 
+def _cap_lever(rows: Mapping[str, Rerun], base: Rerun, delta: Mapping[str, float]) -> str | None:
+    """A concurrency cap that raised goodput while carrying as much as the baseline did: whatever the limit, a
+    smaller batch serves the same load within the targets, so the batch size is a lever too. In words, or None."""
+    carried = base.achieved_rate
+    if carried is None:
+        return None
+    for name in ("concurrency_half", "concurrency_batch"):
+        row = rows.get(name)
+        achieved = row.achieved_rate if row is not None else None
+        if row is None or achieved is None or delta.get(name, 0.0) < MOVES or achieved < SAME_LOAD * carried:
+            continue
+        return (
+            f"{row.what} raised goodput to {_pct(row.goodput_share)} (the wait for a place counted) carrying "
+            f"{achieved:,.2f} rps where the baseline carried {carried:,.2f}: the batch the replica admits costs more "
+            "than it carries, so max_num_seqs (or the gateway's in-flight cap) near that figure is a lever too"
+        )
+    return None
+
+
 def _gpu_line(row: Rerun) -> str:
     g = row.gpu
     if g.readings == 0:
@@ -250,6 +273,9 @@ def conclude(reruns: Sequence[Rerun]) -> Conclusion:
             f"{worst.preemptions or 0:.0f} preemptions ({worst.what}): memory; {gpu}"
         )
         reasons.append("levers: FP8 KV, a shorter context cap per request, prefix caching, or more GPUs per replica")
+        cap = _cap_lever(rows, base, delta)
+        if cap:
+            reasons.append(cap)
         return Conclusion("memory", moved, tuple(reasons), tuple(reruns))
     if lengths >= MOVES:
         busy = [
@@ -265,6 +291,9 @@ def conclude(reruns: Sequence[Rerun]) -> Conclusion:
         reasons.append(
             "levers: shorter prompts (prefix caching), a faster GPU or more tensor parallelism, more replicas"
         )
+        cap = _cap_lever(rows, base, delta)
+        if cap:
+            reasons.append(cap)
         return Conclusion("compute", moved, tuple(reasons), tuple(reruns))
     if cap_helps >= MOVES:
         reasons.append(

@@ -99,7 +99,11 @@ async def run_diagnosis(
         if change.skipped:
             reruns.append(Rerun(change.change, change.what, rate, 0, 0, skipped=change.skipped))
             continue
-        changed = replace(settings, max_concurrency=change.max_concurrency or settings.max_concurrency)
+        changed = replace(
+            settings,
+            max_concurrency=change.max_concurrency or settings.max_concurrency,
+            hold_counts=change.max_concurrency is not None,  # a cap's wait is the clients' (runner.StepSettings)
+        )
         batch = (
             chosen
             if change.length_factor == 1.0

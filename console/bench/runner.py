@@ -15,7 +15,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from console.bench.arrivals import arrival_offsets
@@ -43,6 +43,9 @@ class StepSettings:
     max_requests: int = 100_000  # ... and at most this many
     burstiness: float = 1.0
     max_concurrency: int | None = None
+    # A diagnosis' capped rerun: the wait for a place under the cap counts in TTFT and E2E, as the clients of a
+    # replica admitting fewer would wait in its queue (vllm bench serve's --max-concurrency starts the clock at send).
+    hold_counts: bool = False
     max_tokens: int = 128  # for prompts that name none
     ignore_eos: bool = False
     scrape_every: float = 1.0
@@ -148,8 +151,11 @@ async def run_step(
         nonlocal good
         max_tokens = prompt.max_tokens or settings.max_tokens
         if gate is not None:
+            arrived = time.perf_counter()
             async with gate:
                 result = await client.complete(prompt.prompt or "", max_tokens, settings.ignore_eos, prompt.messages)
+            if settings.hold_counts:
+                result = with_hold(result, result.started - arrived)
         else:
             result = await client.complete(prompt.prompt or "", max_tokens, settings.ignore_eos, prompt.messages)
         results.append(result)
@@ -187,6 +193,19 @@ async def run_step(
     return step_figures(
         rate, finished, targets, duration, sent=len(finished) if interrupted else len(prompts), interrupted=interrupted
     ), finished
+
+
+def with_hold(result: RequestResult, held: float) -> RequestResult:
+    """The request as its client saw it from its arrival: `held` seconds waiting for a place come first."""
+    if not held > 0:
+        return result
+    return replace(
+        result,
+        started=result.started - held,
+        e2e_seconds=result.e2e_seconds + held,
+        ttft_seconds=None if result.ttft_seconds is None else result.ttft_seconds + held,
+        last_token_seconds=None if result.last_token_seconds is None else result.last_token_seconds + held,
+    )
 
 
 async def run_sweep(

@@ -2,7 +2,8 @@
 
 Each rerun sends the same requests at the same arrival offsets a live rerun would
 (console/bench/arrivals.py), changed as the rerun says (a concurrency cap held by the client,
-as `vllm bench serve --max-concurrency` holds it; lengths halved or doubled), into a fresh
+as `vllm bench serve --max-concurrency` holds it, the wait for a place counted in TTFT and E2E;
+lengths halved or doubled), into a fresh
 simulator engine, and reads what a live rerun reads: the client's goodput, TTFT and TPOT,
 the server's preemptions, running, waiting and KV gauges, and the GPU's own counters from the
 engine's work (console/sim/gpu.py's definitions). Deterministic, so the diagnosis of a plan
@@ -51,7 +52,8 @@ def simulated_rerun(
     span = (offsets[-1] if offsets else 0.0) or 1.0
     every = span / SAMPLES
     requests: list[SimRequest] = []
-    held: deque[SimRequest] = deque()  # arrived, waiting for a place under the client's cap
+    queued: deque[SimRequest] = deque()  # arrived, waiting for a place under the client's cap
+    held: dict[int, float] = {}  # seconds each request waited for its place, where that counts
     in_flight: list[SimRequest] = []
     running: list[float] = []
     waiting: list[float] = []
@@ -62,7 +64,10 @@ def simulated_rerun(
 
     def send(request: SimRequest, now: float) -> None:
         nonlocal failed
-        request.arrival = now  # the client's clock starts when it sends, as vllm bench serve's does
+        # The engine sees it when it is sent; its client's clock started at its arrival when a cap's wait counts
+        # (a diagnosis' capped rerun), else at the send, as vllm bench serve's does.
+        held[id(request)] = now - request.arrival if settings.hold_counts else 0.0
+        request.arrival = now
         if engine.validate(request.prompt_tokens, request.max_tokens) is None:
             engine.submit(request)
             in_flight.append(request)
@@ -70,7 +75,7 @@ def simulated_rerun(
             failed += 1
 
     now = 0.0
-    while pending or held or in_flight:
+    while pending or queued or in_flight:
         following = [t for t in (pending[0][0] if pending else None, engine.next_event_time()) if t is not None]
         if not following:
             break
@@ -83,25 +88,31 @@ def simulated_rerun(
             at, (prompt, answer, max_tokens) = pending.popleft()
             request = SimRequest(f"d{len(requests)}", prompt, answer, max_tokens, at)
             requests.append(request)
-            held.append(request)
-        while held and (cap is None or len(in_flight) < cap):
-            send(held.popleft(), now)
+            queued.append(request)
+        while queued and (cap is None or len(in_flight) < cap):
+            send(queued.popleft(), now)
         while now >= next_sample and next_sample <= span:
             running.append(engine.num_running)
-            waiting.append(engine.num_waiting + len(held))
+            waiting.append(engine.num_waiting + len(queued))
             kv.append(engine.kv_usage)
             next_sample += every
     end = max([r.finished_at or 0.0 for r in requests] + [now])
     busy, read, flops = engine.gpu_work(end)
     done = [r for r in requests if r.finished_reason in ("stop", "length")]
+
+    def client(value: float | None, request: SimRequest) -> float | None:
+        return None if value is None else value + held.get(id(request), 0.0)
+
+    ttfts = {id(r): client(r.ttft, r) for r in done}
+    e2es = {id(r): client(r.e2e, r) for r in done}
     good = sum(
         1
         for r in done
-        if r.ttft is not None
+        if (ttft := ttfts[id(r)]) is not None
         and r.tpot is not None
-        and within(r.ttft, targets.ttft)
+        and within(ttft, targets.ttft)
         and within(r.tpot, targets.tpot)
-        and (targets.e2e is None or (r.e2e is not None and within(r.e2e, targets.e2e)))
+        and (targets.e2e is None or ((e2e := e2es[id(r)]) is not None and within(e2e, targets.e2e)))
     )
     gpu = GpuFigures(
         sm_active=min(1.0, busy / end) if end > 0 else None,
@@ -117,14 +128,14 @@ def simulated_rerun(
         sent=len(requests),
         good=good,
         failed=len(requests) - len(done),
-        ttft_p95=percentile([r.ttft for r in done if r.ttft is not None], 0.95),
+        ttft_p95=percentile([t for t in ttfts.values() if t is not None], 0.95),
         tpot_p95=percentile([r.tpot for r in done if r.tpot is not None and r.generated > 1], 0.95),
         preemptions=float(engine.preemptions),
         running_max=float(max(running)) if running else None,
         waiting_mean=sum(waiting) / len(waiting) if waiting else None,
         kv_usage_max=max(kv) if kv else None,
         gpu=gpu,
-        in_flight_mean=rate * sum(r.e2e for r in done if r.e2e is not None) / len(done) if done else None,
+        in_flight_mean=rate * sum(e for e in e2es.values() if e is not None) / len(done) if done else None,
         duration_seconds=end - min((r.arrival for r in requests), default=0.0) if requests else None,
     )
 
@@ -139,7 +150,11 @@ def simulated_diagnosis(
         if change.skipped:
             reruns.append(Rerun(change.change, change.what, rate, 0, 0, skipped=change.skipped))
             continue
-        changed = replace(settings, max_concurrency=change.max_concurrency or settings.max_concurrency)
+        changed = replace(
+            settings,
+            max_concurrency=change.max_concurrency or settings.max_concurrency,
+            hold_counts=change.max_concurrency is not None,
+        )
         scaled = scaled_lengths(lengths, change.length_factor) if change.length_factor != 1.0 else list(lengths)
         reruns.append(simulated_rerun(plan, scaled, rate, changed, targets, change.change, change.what))
     return conclude(reruns)

@@ -84,3 +84,18 @@ def test_scaled_lengths_keep_at_least_one_token():
 @pytest.mark.parametrize("name", ["memory-bound.yaml", "compute-bound.yaml"])
 def test_the_plans_load(name):
     assert load_plan(str(FIXTURES / name)).replica.max_num_seqs == 64
+
+
+def test_a_cap_counts_its_wait_and_is_named_a_lever_only_where_it_carries_the_load_better():
+    # Memory-bound: at most 12 in flight ends the preemptions and carries as much as the baseline: a lever.
+    _, memory = diagnosed("memory-bound.yaml")
+    by = rows(memory)
+    assert by["concurrency_half"].goodput_share > by["baseline"].goodput_share + 0.05
+    assert by["concurrency_half"].preemptions == 0 < by["baseline"].preemptions
+    assert any("is a lever too" in reason for reason in memory.reasons), memory.reasons
+    # Compute-bound: one in flight makes the clients wait their turn, and their TTFT says so: no lever.
+    _, compute = diagnosed("compute-bound.yaml")
+    by = rows(compute)
+    assert by["concurrency_half"].goodput_share < by["baseline"].goodput_share
+    assert by["concurrency_half"].ttft_p95 > 2 * by["baseline"].ttft_p95
+    assert not any("is a lever too" in reason for reason in compute.reasons), compute.reasons

@@ -146,3 +146,34 @@ def test_the_reruns_run_where_the_limit_binds():
     assert limit_rate(2.5, 5.0) == 5.0
     # Nothing held: no reruns.
     assert limit_rate(None, 0.5) is None
+
+
+def test_a_cap_that_carries_the_baseline_load_better_is_named_as_a_lever_beside_the_verdict():
+    memory = dict(kv_usage_max=0.99, preemptions=12)
+    base = row(BASELINE, 80, **memory)
+    shorter = row("lengths_half", 100, kv_usage_max=0.5)
+    same_load = conclude(table(base, h=row("concurrency_half", 92), s=shorter))
+    assert same_load.limit == "memory"
+    assert same_load.reasons[-1].startswith("concurrency half raised goodput to 92%")
+    assert same_load.reasons[-1].endswith("is a lever too")
+    assert "carrying 10.00 rps where the baseline carried 10.00" in same_load.reasons[-1]
+    # The same gain while carrying less than the baseline did: it held requests back, no lever.
+    slower = conclude(table(base, h=row("concurrency_half", 92, duration_seconds=12.0), s=shorter))
+    assert slower.limit == "memory" and not any("is a lever too" in r for r in slower.reasons)
+    # A gain under the 5 points that count: no lever either.
+    small = conclude(table(base, h=row("concurrency_half", 83), s=shorter))
+    assert not any("is a lever too" in r for r in small.reasons)
+
+
+def test_a_capped_requests_wait_for_its_place_is_its_clients():
+    from console.bench.client import RequestResult
+    from console.bench.runner import with_hold
+
+    sent = RequestResult(True, started=100.0, e2e_seconds=4.0, ttft_seconds=0.5, last_token_seconds=3.9)
+    held = with_hold(sent, 1.5)
+    assert (held.started, held.e2e_seconds, held.ttft_seconds, held.last_token_seconds) == (98.5, 5.5, 2.0, 5.4)
+    # TPOT, (last token - first) / (tokens - 1), is the replica's and does not move.
+    assert held.last_token_seconds - held.ttft_seconds == pytest.approx(sent.last_token_seconds - sent.ttft_seconds)
+    assert with_hold(sent, 0.0) is sent
+    failed = RequestResult(False, started=100.0, e2e_seconds=0.2, error="HTTP 500")
+    assert with_hold(failed, 1.0).ttft_seconds is None and with_hold(failed, 1.0).e2e_seconds == 1.2
