@@ -129,7 +129,14 @@ async def test_a_client_that_leaves_a_real_stream_stops_vllm_generating_it(vllm_
         response = await http.post(gateway.url + "/v1/completions", json=body(900, True))
         first = await response.content.readline()
         assert first.startswith(b"data:")
-        running = raw_metrics.total(await metrics_text(http, vllm_server.metrics_url), RUNNING)
+        # vLLM records its gauges beside sending the tokens, not before: the first chunk can reach the client while
+        # its page still reads the step before. Read it again until the stream is counted (or give up: a failure).
+        running = 0.0
+        for _ in range(50):
+            running = raw_metrics.total(await metrics_text(http, vllm_server.metrics_url), RUNNING)
+            if running == 1:
+                break
+            await asyncio.sleep(0.1)
         assert running == 1
         response.close()  # the client walks away mid-stream
         loop = asyncio.get_running_loop()

@@ -35,7 +35,7 @@ from .prometheus_harness import JOB, SCRAPE_INTERVAL_SECONDS, start_prometheus
 pytestmark = [pytest.mark.real_prometheus, pytest.mark.timeout(420)]
 
 RATE = 4.0
-RECORD_SECONDS = 150.0
+RECORD_SECONDS = 150.0  # at least; longer when it starts early in a minute (recording_seconds)
 STEP = 5.0
 RECORD_INTERVAL = 1.0
 EDGE_SECONDS = STEP + SCRAPE_INTERVAL_SECONDS + RECORD_INTERVAL
@@ -55,6 +55,14 @@ PLAN = changed(
         ],
     },
 )
+
+
+def recording_seconds(began: float) -> float:
+    """How long to record from `began` so that the recording holds a whole minute after its first whole minute
+    (which has no rate), whatever the second of the minute it starts at: until two edges past the third minute
+    boundary after it, and at least RECORD_SECONDS. Started at :05 past, 150 s ended before the check's minute did."""
+    third_boundary = (int(began) // 60 + 3) * 60.0
+    return max(RECORD_SECONDS, third_boundary + 2 * EDGE_SECONDS - began)
 
 
 def capcon(*argv: str, timeout: float = 300.0) -> subprocess.CompletedProcess:
@@ -86,7 +94,7 @@ async def test_imported_hours_equal_a_direct_recording_of_the_same_minutes(tmp_p
         try:
             began = time.time()
             argv = [sys.executable, "-m", "console", "record", "--db", str(recorded), "--name", "direct"]
-            argv += ["--interval", f"{RECORD_INTERVAL:g}", "--duration", f"{RECORD_SECONDS:g}"]
+            argv += ["--interval", f"{RECORD_INTERVAL:g}", "--duration", f"{recording_seconds(began):.0f}"]
             for target in targets:
                 argv += ["--target", target]
             # The simulated fleet serves from this event loop: the recorder runs beside it, awaited.
