@@ -343,7 +343,7 @@ class _FleetRun:
         out; they weigh on every step but are not judged, their start being before the minutes) and its waiting
         ones; and the slice's share of the gateway's queue. The waiting ones count as arrivals at 0, their wait
         from 0 (a floor: they had waited before). Its own random draws: the arrivals' stay the same."""
-        for replica in self.replicas:
+        for index, replica in enumerate(self.replicas):
             for _ in range(_count(backlog.running_per_replica, rng)):
                 prompt, answer, max_tokens = lengths.draw(rng)
                 self.count += 1
@@ -354,7 +354,6 @@ class _FleetRun:
             for _ in range(_count(backlog.waiting_per_replica, rng)):
                 self.arrived += 1
                 self._send(replica, 0.0, 0.0, lengths.draw(rng))
-            index = self.replicas.index(replica)
             self.bounds[index] = self._bound(replica.engine)
         deadline = self.policy.max_wait_seconds if self.policy.mode != "pass" else None
         for _ in range(_count(backlog.gateway_queued * gateway_share, rng)):

@@ -103,39 +103,32 @@ def load_plans(paths: Sequence[str], estimate: CapacityEstimator) -> list[Plan]:
 
 def fleet_handles(args: argparse.Namespace, plans: Sequence[Plan]) -> list[FleetHandle]:
     """One handle per plan (each on its own fleet section), or one for the targets (or selector) given."""
-    from console.live.handle import FleetHandle  # noqa: PLC0415
-
     if len(plans) > 1:
         check_fleets(args, plans)
-        return [
-            FleetHandle(
-                plan.name,
-                plan,
-                fleet_watcher(args, [plan]),
-                gateways=gateway_urls(args, plan),
-                dcgm=dcgm_urls(args, plan),
-                dcgm_timeout=timeout(args),
-                dcgm_selector=dcgm_selector(args, [plan]),
-                replica_pods=named_gpus(args, plan)[0],
-                replica_gpu_indices=named_gpus(args, plan)[1],
-            )
-            for plan in plans
-        ]
+        return [_plan_handle(args, plan.name, plan, fleet_watcher(args, [plan]), [plan]) for plan in plans]
     plan = plans[0] if plans else None
     watcher = fleet_watcher(args, list(plans))
-    return [
-        FleetHandle(
-            fleet_name(args, plan, watcher.source),
-            plan,
-            watcher,
-            gateways=gateway_urls(args, plan),
-            dcgm=dcgm_urls(args, plan),
-            dcgm_timeout=timeout(args),
-            dcgm_selector=dcgm_selector(args, list(plans)),
-            replica_pods=named_gpus(args, plan)[0],
-            replica_gpu_indices=named_gpus(args, plan)[1],
-        )
-    ]
+    return [_plan_handle(args, fleet_name(args, plan, watcher.source), plan, watcher, plans)]
+
+
+def _plan_handle(
+    args: argparse.Namespace, name: str, plan: Plan | None, watcher: Watcher, plans: Sequence[Plan]
+) -> FleetHandle:
+    """One fleet's handle: its watcher, and the gateways and GPU pages beside it, as the arguments and plan say."""
+    from console.live.handle import FleetHandle  # noqa: PLC0415
+
+    pods, indices = named_gpus(args, plan)
+    return FleetHandle(
+        name,
+        plan,
+        watcher,
+        gateways=gateway_urls(args, plan),
+        dcgm=dcgm_urls(args, plan),
+        dcgm_timeout=timeout(args),
+        dcgm_selector=dcgm_selector(args, list(plans)),
+        replica_pods=pods,
+        replica_gpu_indices=indices,
+    )
 
 
 def named_gpus(
