@@ -43,6 +43,16 @@ def unauthorized() -> web.Response:
     )
 
 
+def no_route(request: web.Request) -> web.Response:
+    """The admin API's 404, the same from one gateway and from the workers' supervisor."""
+    return answers.error(
+        404,
+        f"no route {request.method} {request.path[:200]}; expected GET or PUT /admin/policy, GET /admin/state",
+        "not_found",
+        retry_after=None,
+    )
+
+
 async def read_switch_body(request: web.Request) -> tuple[object, web.Response | None]:
     """A switch's JSON body, or the 413 or 400 that says why it cannot be read (nesting bounded: no reply may
     recurse past it)."""
@@ -116,9 +126,4 @@ class AdminApi:
     async def _unknown(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
             return self._unauthorized()
-        return answers.error(
-            404,
-            f"no route {request.method} {request.path[:200]}; expected GET or PUT /admin/policy, GET /admin/state",
-            "not_found",
-            retry_after=None,
-        )
+        return no_route(request)

@@ -37,7 +37,7 @@ import aiohttp
 from aiohttp import web
 
 from console.gateway import answers, bounded_json
-from console.gateway.admin_api import ADMIN_MAX_BODY, bearer_authorized, read_switch_body, unauthorized
+from console.gateway.admin_api import ADMIN_MAX_BODY, bearer_authorized, no_route, read_switch_body, unauthorized
 from console.gateway.config import GatewayConfig
 from console.gateway.telemetry import CONTENT_TYPE
 from console.gateway.worker_merge import merge_pages, merge_states, shared_switch
@@ -367,12 +367,7 @@ class Supervisor:
     async def _unknown(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
             return self._unauthorized()
-        return answers.error(
-            404,
-            f"no route {request.method} {request.path[:200]}; expected GET or PUT /admin/policy, GET /admin/state",
-            "not_found",
-            retry_after=None,
-        )
+        return no_route(request)
 
 
 def _with_workers(status: int, body: bytes, workers: int) -> web.Response:
