@@ -9,6 +9,7 @@ import time
 from console.ahead.accuracy import ForecastAccuracy
 from console.ahead.words import accuracy_legend, forecast_line
 from console.fleet import format as fmt
+from console.fleet import slo
 from console.fleet.client import client_line
 from console.fleet.columns import ONCE_COLUMNS, Column, InOnce
 from console.fleet.flags import flag_title
@@ -63,6 +64,7 @@ def once_lines(
         render_table(figures, width, gpu),
         *gpu_lines(view),
         *client_lines(view),
+        *slo_lines(view),
         *forecast_lines(view, accuracy),
         *flag_lines(view, with_plan),
     ]
@@ -95,6 +97,15 @@ def client_lines(view: FleetView | None) -> list[str]:
     """What the clients saw through the fleet's gateways, one line under the table; none without a gateway."""
     line = client_line(view.gateway, view.figures.fleet) if view is not None else None
     return [printable(line)] if line else []
+
+
+def slo_lines(view: FleetView | None) -> list[str]:
+    """Each latency target of the plan as the buckets judge it, one line each: the p95 (its bucket where wide),
+    the share of requests within the target, and why a target inside a bucket cannot be judged; none for a
+    target with nothing to judge yet (no request in the window)."""
+    if view is None:
+        return []
+    return [printable(slo.line(check)) for check in view.slo_checks if check.verdict is not None]
 
 
 def forecast_lines(view: FleetView | None, accuracy: ForecastAccuracy | None = None) -> list[str]:

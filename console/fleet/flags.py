@@ -25,6 +25,7 @@ from typing import Literal
 
 from console.ahead.forecast import Forecast
 from console.ahead.words import minutes_words
+from console.fleet import slo
 from console.fleet.gpus import ReplicaGpu
 from console.fleet.plan_now import PlanNow
 from console.metrics.figures import FAILED, FLEET_TOTAL, SERVING, Figures, FleetFigures, ReplicaState
@@ -44,6 +45,9 @@ FLAG_TITLES: dict[str, str] = {
     "slo_breach_ttft": "SLO breach: TTFT",
     "slo_breach_tpot": "SLO breach: TPOT",
     "slo_breach_e2e": "SLO breach: end-to-end",
+    "slo_undetermined_ttft": "SLO undetermined: TTFT",
+    "slo_undetermined_tpot": "SLO undetermined: TPOT",
+    "slo_undetermined_e2e": "SLO undetermined: end-to-end",
     "above_plan": "load over plan",
     "n_plus_1_at_risk": "N+1 at risk",
     "workload_drift_input": "workload drift: input",
@@ -447,30 +451,37 @@ def _latency_drift(f: Figures, inputs: FlagInputs, t: Thresholds) -> Reading | N
 
 
 def _slo_breach(f: Figures, plan: PlanNow | None, t: Thresholds, client: GatewayFigures | None = None) -> list[Reading]:
-    if plan is None:
-        return []
-    ttft, e2e = client_or_replicas(f, client)
-    checks = (
-        ("ttft", ttft, f.ttft_p95_seconds, plan.ttft_p95_target_seconds),
-        ("tpot", ("p95 TPOT", f.tpot_p95_seconds), None, plan.tpot_p95_target_seconds),
-        ("e2e", e2e, f.e2e_p95_seconds, plan.e2e_p95_target_seconds),
-    )
+    """Each latency target judged on the window's buckets (console.fleet.slo): a breach only where even the
+    fewest requests the buckets allow over the target are too many; a target inside a bucket whose counts
+    allow either answer is undetermined, said as such (info, never critical) with what makes it judgeable.
+    A breach clears once the p95 is known to be within `slo_clear_share` of its target."""
     readings = []
-    for key, (label, value), replicas, target in checks:
-        if value is None or target is None:
+    for check in slo.checks(f, plan, client):
+        verdict = check.verdict
+        if verdict is None:
             continue
-        why = f"{label} {_ms(value)} over its {_ms(target)} target"
-        if label.startswith("client") and replicas is not None:
-            why += f" (the replicas' own {_ms(replicas)})"
+        cleared = slo.judged_at(check, t.slo_clear_share * check.target)
         readings.append(
             Reading(
-                f"slo_breach_{key}",
+                f"slo_breach_{check.key}",
                 FLEET_TOTAL,
-                raise_=value > target,
-                clear=value < t.slo_clear_share * target,
+                raise_=verdict == "missed",
+                clear=cleared == "met",
                 severity="critical",
-                why=why,
+                why=slo.why(check),
                 todo=f"Add replicas now {_see('Scaling out')}; if over the plan, apply {_overflow(plan)}.",
+                raise_after=t.min_duration_seconds,
+            )
+        )
+        readings.append(
+            Reading(
+                f"slo_undetermined_{check.key}",
+                FLEET_TOTAL,
+                raise_=verdict == "undetermined",
+                clear=verdict != "undetermined",
+                severity="info",
+                why=slo.why(check),
+                todo=f"{slo.fix(check)} {_see('Targets and buckets')}",
                 raise_after=t.min_duration_seconds,
             )
         )

@@ -85,6 +85,25 @@ def seconds(value: float | None) -> str:
     return f"{compact(value / 3600)}h"
 
 
+def seconds_range(low: float, high: float) -> str:
+    """A latency known as a bucket: 50-75ms, 750ms-1.00s, >2.50s past the last bound."""
+    if math.isinf(high):
+        return f">{seconds(low)}"
+    if low < 1 and high < 1:
+        return f"{low * 1000:.0f}-{seconds(high)}"
+    return f"{seconds(low)}-{seconds(high)}"
+
+
+def percent(value: float) -> str:
+    """A share in words' percent, without the sign: 5, 3.1, 0.2, 99.9; never rounded to 0 or 100 when it is not."""
+    digits = 1
+    shown = f"{value * 100:.1f}".removesuffix(".0")
+    while shown in ("0", "100") and 0 < value < 1 and digits < 9:
+        digits += 1
+        shown = f"{value * 100:.{digits}f}".rstrip("0").rstrip(".")
+    return shown
+
+
 def tokens(value: float | None) -> str:
     return compact(value)
 

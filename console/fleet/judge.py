@@ -4,8 +4,9 @@ Flags keep their hysteresis and minimum durations (a value wobbling round a
 threshold must not raise and clear an alarm every poll), but a table that
 reads "ok" while p95 TTFT is seven times its target lies. So each cell is also
 judged on its own, every poll, against the same limits the flag rules use:
-latencies against the plan's targets, waiting, KV and preemptions against the
-saturation thresholds. Without a plan only the fixed thresholds are judged.
+latencies against the plan's targets (on the row's buckets, as the SLO rule
+judges them), waiting, KV and preemptions against the saturation thresholds.
+Without a plan only the fixed thresholds are judged.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from console.fleet import slo
 from console.fleet.columns import tpot_or_itl
 from console.fleet.flags import Thresholds
 from console.fleet.plan_now import PlanNow
@@ -30,6 +32,9 @@ class Limit:
     over: Callable[[float], bool]
     severity: CellSeverity  # as the flag the condition leads to
     words: str  # the limit in words, for the no-plan note and help
+    # A percentile target: over only where the row's buckets say it is missed (console.fleet.slo), not where
+    # the interpolated figure passes it inside a bucket. None: the value against `over`.
+    missed: Callable[[Figures], bool] | None = None
 
 
 def fixed_limits(t: Thresholds) -> tuple[Limit, ...]:
@@ -52,8 +57,13 @@ def plan_limits(plan: PlanNow | None) -> tuple[Limit, ...]:
         ("e2e", lambda f: f.e2e_p95_seconds, plan.e2e_p95_target_seconds),
     ):
         if target is not None:
-            found.append(Limit(column, value, _above(target), "critical", f"{column} p95 > {target:g} s"))
+            words = f"{column} p95 > {target:g} s"
+            found.append(Limit(column, value, _above(target), "critical", words, _missed(column, target)))
     return tuple(found)
+
+
+def _missed(column: str, target: float) -> Callable[[Figures], bool]:
+    return lambda f: slo.cell_verdict(f, column, target) == "missed"
 
 
 def _above(target: float) -> Callable[[float], bool]:
@@ -68,6 +78,10 @@ def over(figures: Figures, judged: tuple[Limit, ...]) -> tuple[tuple[str, CellSe
     """(column, severity) of every cell over its limit now; unknown is never over."""
     found = []
     for limit in judged:
+        if limit.missed is not None:
+            if limit.missed(figures):
+                found.append((limit.column, limit.severity))
+            continue
         value = limit.value(figures)
         if value is not None and limit.over(value):
             found.append((limit.column, limit.severity))

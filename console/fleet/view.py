@@ -20,7 +20,7 @@ from typing import Literal
 
 from console.ahead.forecast import TREND_WINDOW_SECONDS, Forecast, Profile
 from console.ahead.forecast import forecast as forecast_arrivals
-from console.fleet import judge
+from console.fleet import judge, slo
 from console.fleet.columns import CONSOLE_BY_KEY, CONSOLE_COLUMNS, CONSOLE_NAMES, CellValue, name_form
 from console.fleet.flags import Flag, FlagInputs, FlagState, Pending, Severity, Thresholds, evaluate
 from console.fleet.gpu_view import FleetGpu, GpuPages, fleet_gpu
@@ -265,27 +265,7 @@ def compare(figures: FleetFigures, plan: PlanNow, thresholds: Thresholds | None 
             _status_at_most(kv_used, plan.kv_budget_bytes, 0.9),
             "fullest engine's KV in use vs plan's budget per replica (one engine)",
         ),
-        Comparison(
-            "TTFT p95",
-            plan.ttft_p95_target_seconds,
-            fleet.ttft_p95_seconds,
-            "seconds",
-            _status_at_most(fleet.ttft_p95_seconds, plan.ttft_p95_target_seconds),
-        ),
-        Comparison(
-            "TPOT p95",
-            plan.tpot_p95_target_seconds,
-            fleet.tpot_p95_seconds,
-            "seconds",
-            _status_at_most(fleet.tpot_p95_seconds, plan.tpot_p95_target_seconds),
-        ),
-        Comparison(
-            "E2E p95",
-            plan.e2e_p95_target_seconds,
-            fleet.e2e_p95_seconds,
-            "seconds",
-            _status_at_most(fleet.e2e_p95_seconds, plan.e2e_p95_target_seconds),
-        ),
+        *_latency_comparisons(fleet, plan),
         Comparison(
             "mean input",
             plan.input_tokens_mean,
@@ -310,6 +290,30 @@ def compare(figures: FleetFigures, plan: PlanNow, thresholds: Thresholds | None 
         ),
     ]
     return tuple(rows)
+
+
+def _latency_comparisons(fleet: Figures, plan: PlanNow) -> list[Comparison]:
+    """Each p95 target beside the replicas' p95, judged on their buckets (console.fleet.slo): critical only where
+    missed, a warning with the reason where the buckets cannot tell; the share within the target as the note."""
+    found = []
+    for label, key, value in (
+        ("TTFT p95", "ttft", fleet.ttft_p95_seconds),
+        ("TPOT p95", "tpot", fleet.tpot_p95_seconds),
+        ("E2E p95", "e2e", fleet.e2e_p95_seconds),
+    ):
+        check = next((c for c in slo.checks(fleet, plan) if c.key == key), None)
+        target = check.target if check is not None else None
+        status = _status_at_most(value, target)
+        note = ""
+        if check is not None and check.judgement is not None:
+            verdict = check.verdict
+            status = "critical" if verdict == "missed" else "warning" if verdict == "undetermined" else status
+            status = "ok" if status == "critical" and verdict != "missed" else status
+            note = slo.attainment_words(check) + (
+                ": undetermined, target inside a bucket" if verdict == "undetermined" else ""
+            )
+        found.append(Comparison(label, target, value, "seconds", status, note))
+    return found
 
 
 def _drift_status(observed: float | None, planned: float | None, raise_share: float) -> Status:
@@ -337,6 +341,16 @@ class FleetView:
     gateway: GatewayFigures | None = None
     # The GPUs' own counters (dcgm-exporter) read in the same step; None when the fleet has no GPU pages.
     gpu: FleetGpu | None = None
+
+    @property
+    def client(self) -> GatewayFigures | None:
+        """The gateways where any answered: what the latency targets are judged on, as the flags judge them."""
+        return self.gateway if self.gateway is not None and self.gateway.answering else None
+
+    @property
+    def slo_checks(self) -> tuple[slo.TargetCheck, ...]:
+        """Each latency target of the plan judged on the window's buckets, as the SLO flags judged it."""
+        return slo.checks(self.figures.fleet, self.plan, self.client)
 
     @property
     def flags(self) -> tuple[Flag, ...]:

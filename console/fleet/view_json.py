@@ -12,9 +12,11 @@ from collections.abc import Callable
 
 from console.ahead.accuracy import ForecastAccuracy
 from console.ahead.forecast import HORIZONS_MINUTES, Forecast
+from console.fleet import slo
 from console.fleet.client import client_json
 from console.fleet.gpus import ReplicaGpu
 from console.fleet.view import Comparison, FleetView
+from console.metrics.attainment import quantile_bucket
 from console.metrics.figures import Figures, FleetFigures
 from console.plan.model import DAYS
 
@@ -54,7 +56,44 @@ def figures_json(figures: Figures) -> dict:
     out["rejections_per_second"] = figures.rejections_per_second
     out["data_age_seconds"] = figures.data_age_seconds
     out["error"] = figures.error or None
+    out["p95_buckets_seconds"] = p95_buckets_json(figures)
     return out
+
+
+def _bounds(pair: tuple[float, float] | None) -> list[float | None] | None:
+    """A bucket as [lower, upper]; upper null past the last bound (+Inf is not JSON)."""
+    if pair is None:
+        return None
+    return [pair[0], pair[1] if math.isfinite(pair[1]) else None]
+
+
+def p95_buckets_json(figures: Figures) -> dict:
+    """The bucket holding each latency p95, by histogram: the p95 figures are interpolated inside it."""
+    return {name: _bounds(quantile_bucket(b, slo.QUANTILE)) for name, b in sorted(figures.latency_buckets.items())}
+
+
+def slo_json(view: FleetView | None) -> list[dict]:
+    """Each latency target of the plan judged on the window's buckets (console.fleet.slo); empty without a plan."""
+    if view is None:
+        return []
+    found = []
+    for check in view.slo_checks:
+        j = check.judgement
+        found.append(
+            {
+                "figure": check.key,
+                "judged_on": "clients" if check.label.startswith("client") else "replicas",
+                "target_seconds": check.target,
+                "p95_seconds": _rounded(check.value, 4),
+                "p95_bucket_seconds": _bounds(check.percentile),
+                "verdict": check.verdict,
+                "over_share": [_rounded(j.over_low, 4), _rounded(j.over_high, 4)] if j else None,
+                "attainment": [_rounded(a, 4) for a in j.attainment] if j else None,
+                "target_bucket_seconds": _bounds(j.bucket) if j else None,
+                "fix": slo.fix(check) if check.verdict == "undetermined" else None,
+            }
+        )
+    return found
 
 
 def gpu_unpaired() -> dict:
@@ -191,6 +230,7 @@ def fleet_view_json(
         "replicas": [replica_json(r) for r in figures.replicas],
         "fleet": fleet,
         "comparisons": [comparison_json(c) for c in view.comparisons] if view is not None else [],
+        "slo": slo_json(view),
         "flags": flags_json(view, iso_time),
         "forecast": forecast_json(view.forecast if view is not None else None, accuracy),
         # What the clients saw through the fleet's gateways (console.fleet.client); null without one.

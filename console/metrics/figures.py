@@ -12,6 +12,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from operator import attrgetter
 
+from console.metrics.attainment import Buckets
 from console.metrics.vllm import MAX_REQUESTS_PER_REPLICA, REQUEST_GAUGES, impossible
 
 # The name of the fleet's total figures: the total row's key and the subject of fleet-wide flags.
@@ -68,6 +69,9 @@ class Figures:
     rejections_per_second: float | None = None
     data_age_seconds: float | None = None
     error: str = ""  # why the state is not "up", in words
+    # The window's latency histograms by name (ttft, itl, tpot, e2e, queue): what a percentile target is judged
+    # on (console.metrics.attainment), since the quantiles above are interpolated inside a bucket.
+    latency_buckets: dict[str, Buckets] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -76,8 +80,19 @@ class Figures:
     def from_json(cls, data: dict) -> Figures:
         """The inverse of `to_json`; keys this version does not know are ignored."""
         known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if "latency_buckets" in values:
+            values["latency_buckets"] = _buckets_from_json(values["latency_buckets"])
         # Held to the impossible-value rule: a recording may hold what an older capcon let through.
-        return vetted_figures(cls(**{k: v for k, v in data.items() if k in known}))
+        return vetted_figures(cls(**values))
+
+
+def _buckets_from_json(data: object) -> dict[str, Buckets]:
+    """A recording's histograms; one that is not well formed is left out (unknown, never judged on)."""
+    if not isinstance(data, dict):
+        return {}
+    read = {str(name): Buckets.from_json(value) for name, value in data.items()}
+    return {name: b for name, b in read.items() if b is not None}
 
 
 # What each figure may hold (the rule itself is console.metrics.vllm.impossible): every one is a

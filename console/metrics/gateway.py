@@ -15,8 +15,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from console.metrics.attainment import Buckets
 from console.metrics.vllm import Histogram
-from console.metrics.window import BucketDelta, delta_quantile, histogram_delta, merge_deltas
+from console.metrics.window import BucketDelta, delta_buckets, delta_quantile, histogram_delta, merge_deltas
 
 # The gateway's outcomes (console.gateway.telemetry.OUTCOMES): local is admitted to the fleet, rejected a 429
 # at once (queue full), timed_out a 503 at the queue's deadline, deferred a 429 until off-peak, upstream_error an
@@ -76,6 +77,9 @@ class GatewayFigures:
     # arrival whatever its end (the shares below are of these).
     client_ttft_p95_seconds: float | None = None
     client_e2e_p95_seconds: float | None = None
+    # Their buckets, which the plan's targets are judged on (console.metrics.attainment): finer than vLLM's.
+    client_ttft_buckets: Buckets | None = None
+    client_e2e_buckets: Buckets | None = None
     arrivals_per_second: float | None = None
     policy: PolicyInForce | None = None  # the mode in force; mode MIXED when the gateways differ
     modes: tuple[str, ...] = ()  # each answering gateway's mode, in order
@@ -153,6 +157,8 @@ def gateway_figures(
         hosted_dollars_per_hour=_rate(older.hosted_cost_dollars, newer.hosted_cost_dollars, elapsed) * 3600.0,
         client_ttft_p95_seconds=_observed_quantile(0.95, deltas.client_ttft),
         client_e2e_p95_seconds=_observed_quantile(0.95, deltas.client_e2e),
+        client_ttft_buckets=delta_buckets(deltas.client_ttft),
+        client_e2e_buckets=delta_buckets(deltas.client_e2e),
         arrivals_per_second=sum(outcome.values()),
     )
 
@@ -213,6 +219,8 @@ def combined(name: str, parts: Sequence[GatewayFigures], deltas: Sequence[Window
         hosted_dollars_per_hour=total("hosted_dollars_per_hour"),
         client_ttft_p95_seconds=_merged_quantile(0.95, [d.client_ttft for d in deltas]),
         client_e2e_p95_seconds=_merged_quantile(0.95, [d.client_e2e for d in deltas]),
+        client_ttft_buckets=delta_buckets(merge_deltas(d.client_ttft for d in deltas)),
+        client_e2e_buckets=delta_buckets(merge_deltas(d.client_e2e for d in deltas)),
         arrivals_per_second=total("arrivals_per_second"),
         policy=policy,
         modes=modes,

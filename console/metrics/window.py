@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from console.metrics.attainment import Buckets, buckets
 from console.metrics.figures import ANSWERING, FLEET_TOTAL, Figures, ReplicaState, vetted_figures
 from console.metrics.vllm import Histogram, ReplicaSample, doubt_note, restart_reason, restarted
 
@@ -30,6 +31,8 @@ QUANTILE_FIGURES = (
     ("e2e_p95_seconds", "e2e", 0.95),
     ("queue_p95_seconds", "queue", 0.95),
 )
+# The histograms kept whole on the figures, for judging percentile targets on their buckets.
+LATENCY_HISTOGRAMS = ("ttft", "itl", "tpot", "e2e", "queue")
 RATE_FIGURES = (
     ("requests_per_second", "requests"),
     ("prompt_tokens_per_second", "prompt_tokens"),
@@ -130,6 +133,18 @@ def delta_quantile(q: float, delta: BucketDelta | None) -> float | None:
     return histogram_quantile(q, bounds, [delta.by_bound[b] for b in bounds])
 
 
+def delta_buckets(delta: BucketDelta | None) -> Buckets | None:
+    """A window's bucket deltas as the cumulative counts a percentile target is judged on; None without an
+    +Inf bucket (no total) or with no observation. Counts are made non-decreasing as `histogram_quantile` does."""
+    if delta is None or math.inf not in delta.by_bound:
+        return None
+    ordered = sorted(delta.by_bound)
+    cumulative = _monotonic([delta.by_bound[b] for b in ordered])
+    if not cumulative[-1] > 0:
+        return None
+    return buckets(tuple(ordered[:-1]), tuple(cumulative[:-1]), cumulative[-1])
+
+
 def _mean(delta: BucketDelta | None) -> float | None:
     if delta is None or delta.sum is None or delta.count is None or not delta.count > 0:
         return None
@@ -203,6 +218,8 @@ def _window_figures(window: ReplicaWindow | None) -> dict:
     values["requests_per_second_by_reason"] = {r: d / window.elapsed for r, d in window.requests_by_reason.items()}
     for field_name, canonical, q in QUANTILE_FIGURES:
         values[field_name] = delta_quantile(q, window.histograms.get(canonical))
+    judged = ((name, delta_buckets(window.histograms.get(name))) for name in LATENCY_HISTOGRAMS)
+    values["latency_buckets"] = {name: b for name, b in judged if b is not None}
     values["mean_input_tokens"] = _mean(window.histograms.get("prompt_length"))
     values["mean_output_tokens"] = _mean(window.histograms.get("output_length"))
     values["prefix_hit_share"] = _share(

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from console.live.watcher import Watcher
+from console.metrics.attainment import Buckets
 from console.metrics.exposition import ParseError, parse
 from console.metrics.figures import FLEET_TOTAL, Figures, FleetFigures, vetted_figures, vetted_fleet_figures
 from console.metrics.vllm import (
@@ -69,6 +70,9 @@ def assert_sane(figures: Figures) -> None:
         value = getattr(figures, item.name)
         values = value.values() if isinstance(value, dict) else [value]
         for v in values:
+            if isinstance(v, Buckets):  # a latency histogram: counts, all finite and never negative
+                assert all(math.isfinite(n) and n >= 0 for n in (*v.cumulative, v.total)), (item.name, v)
+                continue
             if not isinstance(v, float):
                 assert v is None or isinstance(v, (str, int)), (item.name, v)
                 continue
@@ -246,7 +250,8 @@ def test_a_recorded_infinite_gauge_is_unknown_on_replay():
 _NUMBER_FIELDS = [
     f.name
     for f in fields(Figures)
-    if f.name not in ("name", "url", "state", "error") and not f.name.endswith(("_by_reason", "_by_engine"))
+    if f.name not in ("name", "url", "state", "error", "latency_buckets")
+    and not f.name.endswith(("_by_reason", "_by_engine"))
 ]
 
 
