@@ -3,6 +3,7 @@
     check_words(argv, verb)      # before parsing: text that is not UTF-8, control characters, 5,000-character words
     check_option_limits(args)    # after parsing: --interval, --window, --timeout, --duration, --keep-* bounded
     bounded(float, 0, 3600, "seconds (an hour)")   # an argparse type= for a verb's own option
+    span(3600, bare_max=60)      # an argparse type= for a duration: 500ms, 30s, 5m, 2h; bare 30 is 30 s
 
 Every refusal is one line saying which argument, what it was and what was expected; the CLI
 (console/cli.py) turns it into exit code 2 before the verb runs, so no verb ever sleeps for
@@ -21,6 +22,7 @@ from typing import NoReturn, TypeAlias, overload
 from console.errors import UserError
 from console.plan.limits import number as shown_number
 from console.text import bounded_line
+from console.when import bare_span_problem, parse_span
 
 # Longer than any path (PATH_MAX is 4,096 bytes), address or name a verb takes.
 MAX_WORD_CHARACTERS = 4096
@@ -72,6 +74,41 @@ def check_option_limits(args: argparse.Namespace) -> None:
             raise UserError(f"{shown}: expected at most {limit.words}")
         if math.isnan(value) or value <= 0:
             raise UserError(f"{shown}: expected a positive number of seconds, at most {limit.words}")
+
+
+# A bare number is read as seconds only up to where it is plainly seconds: --interval 2000 was meant as
+# milliseconds far more often than as 33 minutes between polls. Past these it needs its unit.
+BARE_INTERVAL = 60.0
+BARE_WINDOW = 3600.0
+
+
+def span(high: float, bare_max: float | None) -> Callable[[str], float]:
+    """An argparse `type=` for a duration option (console.when.parse_span): 500ms, 30s, 5m, 2h.
+
+    A bare number reads as seconds up to `bare_max` (None: a bare number is refused); past it the
+    error shows both readings and the unit to write. A bare number float() reads but outside
+    (0, high] (1e9, nan, -inf) is handed on as it is: check_option_limits words the common
+    options' bounds, in one place.
+    """
+
+    def parse(text: str) -> float:
+        try:
+            bare: float | None = float(text)
+        except (ValueError, OverflowError):
+            bare = None
+        if bare is not None:
+            if not math.isfinite(bare) or not 0 < bare <= high:
+                return bare
+            if bare_max is not None and bare <= bare_max:
+                return bare
+            raise argparse.ArgumentTypeError(f"{text.strip()!r}: {bare_span_problem(bare, bare_max, high)}")
+        try:
+            return parse_span(text, high, bare_max)
+        except ValueError as problem:
+            raise argparse.ArgumentTypeError(str(problem)) from None
+
+    parse.__name__ = "duration"
+    return parse
 
 
 def shown_bytes(word: str) -> str:

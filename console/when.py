@@ -17,6 +17,13 @@ file holds it.
 
 Durations (`parse_duration`, `show_duration`: --keep-raw, --keep-minutes) take the same
 units as relative times: s, m, h, d, w.
+
+Spans (`parse_span`: --interval, --window, --timeout, --duration, overflow set --for) take ms
+as well, and a bare number only where it cannot be misread: an option says up to what a bare
+number reads as seconds (`bare_max`), or refuses it. `--interval 2000` meant as milliseconds
+would wait 33 minutes; `--for 30` meant as minutes would expire after 30 seconds. Both are
+refused with the readings side by side and the unit to write. `show_span` and `in_words`
+say a span back as people read it: "30 min", "in 2 h 5 min".
 """
 
 from __future__ import annotations
@@ -160,6 +167,101 @@ def parse_duration(text: str) -> float:
     if not math.isfinite(seconds) or seconds <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a duration longer than zero, like 48h")
     return seconds
+
+
+# Spans: durations people type as option values, where a bare number is a trap.
+SPAN_UNITS = {"ms": 0.001, **UNITS}
+_SPAN = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d|w)?", re.IGNORECASE)
+SPAN_EXAMPLES = "500ms, 30s, 5m, 2h"
+
+
+def read_span(text: str) -> tuple[float, str | None]:
+    """'5m' -> (300.0, 'm'); '30' -> (30.0, None): seconds and the unit written (None: a bare number).
+
+    ValueError for text that is no span (negative, no digits, an unknown unit). Not bounded.
+    """
+    found = _SPAN.fullmatch(text.strip())
+    if not found:
+        shown = _shown_word(text)
+        if text.strip().startswith("-"):
+            raise ValueError(
+                f"{shown}: a negative duration; expected a duration longer than zero, like {SPAN_EXAMPLES}"
+            )
+        raise ValueError(f"{shown}: not a duration; expected a number with its unit, like {SPAN_EXAMPLES}")
+    unit = found.group(2).lower() if found.group(2) else None
+    return float(found.group(1)) * SPAN_UNITS[unit or "s"], unit
+
+
+def parse_span(text: str, high: float, bare_max: float | None = None, low: float = 0.0) -> float:
+    """Seconds for `text`, in (low, high]; a bare number reads as seconds only up to `bare_max` (None: never).
+
+    ValueError says what was given and what to write instead; the message starts with the text given.
+    """
+    seconds, unit = read_span(text)
+    shown = _shown_word(text)
+    if not math.isfinite(seconds) or seconds > high:
+        raise ValueError(f"{shown}: expected at most {show_span(high)}")
+    if seconds <= low:
+        bound = f"longer than {show_span(low)}" if low > 0 else "longer than zero"
+        raise ValueError(f"{shown}: expected a duration {bound}, like {SPAN_EXAMPLES}")
+    if unit is None and (bare_max is None or seconds > bare_max):
+        raise ValueError(f"{shown}: {bare_span_problem(seconds, bare_max, high)}")
+    return seconds
+
+
+def bare_span_problem(value: float, bare_max: float | None, high: float = math.inf) -> str:
+    """Why a bare number `value` is refused, with its readings and the unit to write instead."""
+    amount = str(int(value)) if value.is_integer() else f"{value:g}"
+    if bare_max is None:
+        names = {"s": "seconds", "m": "minutes", "h": "hours"}
+        fitting = [unit for unit in names if value * UNITS[unit] <= high] or ["s"]
+        written = ", ".join(f"{amount}{unit}" for unit in fitting)
+        return f"a number without its unit; expected it written with one: {written} ({', '.join(names[u] for u in fitting)})"
+    meant = f"; did you mean {amount}ms ({show_span(value / 1000)})?" if value >= 1 else ""
+    return (
+        f"{amount} s ({show_span(value)}) without a unit{meant} expected the unit written ({amount}ms or "
+        f"{amount}s): a bare number is seconds only up to {bare_max:g}"
+    )
+
+
+def show_span(seconds: float) -> str:
+    """As people read a span: 500 ms, 30 s, 5 min, 2 h 5 min, 3 d (rounded to the two largest units)."""
+    if not math.isfinite(seconds):
+        return f"{seconds} s"
+    if seconds < 1:
+        return f"{seconds * 1000:.3g} ms"
+    if seconds < 60:
+        return f"{seconds:.3g} s"
+    whole = round(seconds)
+    for size, name, small, small_name in ((86400, "d", 3600, "h"), (3600, "h", 60, "min"), (60, "min", 1, "s")):
+        if whole >= size:
+            big, rest = divmod(whole, size)
+            part = rest // small
+            return f"{big} {name} {part} {small_name}" if part else f"{big} {name}"
+    return f"{whole} s"  # pragma: no cover - every span of a minute or more took a branch above
+
+
+def in_words(seconds: float) -> str:
+    """'in 30 min', 'in 2 h 5 min', 'in under a minute', or 'ago' when `seconds` is negative."""
+    if -60 < seconds < 60:
+        return "in under a minute" if seconds >= 0 else "just now"
+    minutes = show_span(round(abs(seconds) / 60) * 60)  # to the minute: "in 29 min 58 s" is noise
+    return f"in {minutes}" if seconds > 0 else f"{minutes} ago"
+
+
+def expiry_words(at: float, now: float, zone: tzinfo | None = None) -> str:
+    """'expires at 14:32 local (in 30 min)'; the date as well when it is not today's, 'expired' when past."""
+    if not math.isfinite(at) or not EARLIEST <= at <= LATEST:
+        return "expires at an unknown time"
+    moment = datetime.fromtimestamp(at, zone) if zone is not None else datetime.fromtimestamp(at)  # noqa: DTZ006 - no zone: the machine's
+    today = datetime.fromtimestamp(now, zone) if zone is not None else datetime.fromtimestamp(now)  # noqa: DTZ006 - as above
+    shown = moment.strftime("%H:%M" if moment.date() == today.date() else "%Y-%m-%d %H:%M")
+    verb = "expires" if at >= now else "expired"
+    return f"{verb} at {shown} local ({in_words(at - now)})"
+
+
+def _shown_word(text: str) -> str:
+    return repr(text) if len(text) <= 40 else f"{text[:40]!r}… ({len(text):,} characters)"
 
 
 def show_duration(seconds: float) -> str:

@@ -43,7 +43,7 @@ DEMO_WINDOW_SECONDS = 20.0
 
 
 def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
-    from console.args import bounded
+    from console.args import BARE_INTERVAL, BARE_WINDOW, OPTION_LIMITS, span
     from console.commands.sim import MAX_REPLICAS, _replica_count, _week_time, seed, time_scale
 
     parser = sub.add_parser(
@@ -76,17 +76,19 @@ def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=seed, default=1, help="random seed of the traffic (default 1; 0 to 2^63-1)")
     parser.add_argument(
         "--interval",
-        type=bounded(float, 0.0, 3600.0, "3600 seconds (an hour)"),
+        type=span(OPTION_LIMITS["interval"].high, BARE_INTERVAL),
         default=1.0,
-        metavar="S",
-        help="seconds between refreshes (default 1, at least 1, at most 3600)",
+        metavar="DURATION",
+        help=f"time between refreshes: 2s, 1m; a bare number is seconds, up to {BARE_INTERVAL:g} "
+        "(default 1s, at least 1s, at most 1h)",
     )
     parser.add_argument(
         "--window",
-        type=bounded(float, 0.0, 86400.0, "86400 seconds (a day)"),
+        type=span(OPTION_LIMITS["window"].high, BARE_WINDOW),
         default=DEMO_WINDOW_SECONDS,
-        metavar="S",
-        help=f"seconds the rates and percentiles cover (default {DEMO_WINDOW_SECONDS:g}, at most 86400)",
+        metavar="DURATION",
+        help=f"time the rates and percentiles cover: 60s, 5m (default {DEMO_WINDOW_SECONDS:g}s, at most 1d; "
+        "a bare number is seconds, up to 3600)",
     )
     parser.add_argument("--read-only", action="store_true", help="dim the keys that change the fleet (spike, fault)")
     parser.add_argument(

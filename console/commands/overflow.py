@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from console.args import SubParsers
@@ -45,7 +46,8 @@ examples:
 
 
 def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
-    from console.overflow.policy import MODES
+    from console.args import span
+    from console.overflow.policy import MAX_SWITCH_SECONDS, MODES
 
     parser = sub.add_parser(
         "overflow",
@@ -81,7 +83,14 @@ def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
         "--defer-action", choices=("reject", "hold"), help="defer: 429 until off-peak, or a batch queue"
     )
     switch.add_argument("--max-batch-queue", type=int, metavar="N", help="defer with hold: the batch queue's bound")
-    switch.add_argument("--for", dest="for_text", metavar="DURATION", help="for a while only: 30m, 2h, 90 (seconds)")
+    switch.add_argument(
+        "--for",
+        dest="for_text",
+        # No bare number: `--for 30` meant as minutes would expire after 30 seconds, without a word.
+        type=span(MAX_SWITCH_SECONDS, bare_max=None),
+        metavar="DURATION",
+        help="for a while only, with its unit: 90s, 30m, 2h (at most 7d); it says when the switch expires",
+    )
     switch.add_argument("--reason", required=True, help="why (required; it goes to the history with the switch)")
     switch.add_argument("--actor", help="who is switching (default: user@host)")
     switch.add_argument(
@@ -215,8 +224,9 @@ def run_status(args: argparse.Namespace) -> int:
         # ensure_ascii: whatever a gateway sent reaches the terminal escaped; a token it echoed is masked.
         print(redact(json.dumps({"gateways": out}, indent=2, sort_keys=True, ensure_ascii=True), [token]))
     else:
+        now = time.time()
         for s in statuses:
-            for line in _status_lines(s, token):
+            for line in _status_lines(s, token, now):
                 print(line)
     return 0 if all(s.ok for s in statuses) else 1
 
@@ -233,9 +243,9 @@ def _state_summary(state: dict | None) -> dict | None:
     return summary
 
 
-def _status_lines(status: GatewayStatus, token: str) -> list[str]:
+def _status_lines(status: GatewayStatus, token: str, now: float) -> list[str]:
     from console.live.actuators import bounded
-    from console.when import iso_when
+    from console.when import expiry_words, iso_when
 
     if not status.ok:
         return [f"{status.name}: NOT READ: {status.detail}"]
@@ -252,7 +262,7 @@ def _status_lines(status: GatewayStatus, token: str) -> list[str]:
 
     since, until = moment(p.get("set_at")), moment(p.get("expires_at"))
     when = f" since {since}" if since else ""
-    expiry = f", until {until}" if until else ""
+    expiry = f", {expiry_words(p['expires_at'], now)}" if until else ""
     lines = [
         f"{status.name}: {text('mode', 20)}{when} by {text('actor', 100)}{expiry} ({text('reason', 200)})",
         f"  {text('summary', 300)}",
@@ -317,6 +327,7 @@ def run_set(args: argparse.Namespace) -> int:
 
     plan = _plan(args)
     req = build_request(args)
+    asked_at = time.time()  # the gateways count --for from their own receipt, a moment later
     admin_urls = _admin_urls(args)
     # Opened before anything is switched: a history that cannot be written stops here (exit 2), not after.
     store = Store.open(args.db if args.db else default_history_path())
@@ -340,6 +351,11 @@ def run_set(args: argparse.Namespace) -> int:
     for answer in answers:
         if answer.ok:
             print(f"applied by {answer.name}: {answer.detail}")
+    if req.for_seconds is not None and len(failed) < len(answers):
+        from console.when import expiry_words
+
+        # Said on stdout beside what applied: a switch that runs out without a word is the trap.
+        print(f"the switch {expiry_words(asked_at + req.for_seconds, asked_at)}; then the plan's policy is back")
     for answer in failed:
         print(f"NOT applied by {answer.name}: {answer.detail}", file=sys.stderr)
     if outcome.unrecorded:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from console.args import SubParsers
+from console.args import BARE_INTERVAL, BARE_WINDOW, OPTION_LIMITS, SubParsers, span
 from console.commands.recording import (
     add_recording_options,
     history_path,
@@ -84,24 +84,26 @@ def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
     add_source_options(parser, "the history")
     parser.add_argument(
         "--interval",
-        type=float,
+        type=span(OPTION_LIMITS["interval"].high, BARE_INTERVAL),
         default=DEFAULT_INTERVAL_SECONDS,
-        metavar="S",
-        help=f"seconds between polls (default {DEFAULT_INTERVAL_SECONDS:g}, at least {MIN_INTERVAL:g})",
+        metavar="DURATION",
+        help=f"time between polls: 2s, 500ms, 1m; a bare number is seconds, up to {BARE_INTERVAL:g} "
+        f"(default {DEFAULT_INTERVAL_SECONDS:g}s, at least {MIN_INTERVAL:g}s, at most 1h)",
     )
     parser.add_argument(
         "--window",
-        type=float,
+        type=span(OPTION_LIMITS["window"].high, BARE_WINDOW),
         default=None,
-        metavar="S",
-        help="seconds the recorded flags' rates and percentiles cover (default 60)",
+        metavar="DURATION",
+        help="time the recorded flags' rates and percentiles cover: 60s, 5m (default 60s; a bare number is seconds, "
+        "up to 3600)",
     )
     parser.add_argument(
         "--duration",
-        type=float,
+        type=span(OPTION_LIMITS["duration"].high, OPTION_LIMITS["duration"].high),
         default=None,
-        metavar="S",
-        help="stop after S seconds (default: until SIGTERM or Ctrl+C)",
+        metavar="DURATION",
+        help="stop after this long: 90s, 30m, 12h, 7d; a bare number is seconds (default: until SIGTERM or Ctrl+C)",
     )
     add_recording_options(parser, default_on=True, offer_no_record=False)
     # build_source (shared with watch) reads these; a recorder never runs the --once path.

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from console.args import SubParsers
+from console.args import BARE_INTERVAL, BARE_WINDOW, OPTION_LIMITS, SubParsers, span
 from console.commands.console_options import check_console_interval, check_theme
 from console.commands.recording import (
     add_recording_options,
@@ -94,18 +94,20 @@ def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--interval",
-        type=float,
+        type=span(OPTION_LIMITS["interval"].high, BARE_INTERVAL),
         default=DEFAULT_INTERVAL_SECONDS,
-        metavar="S",
-        help=f"seconds between refreshes (default {DEFAULT_INTERVAL_SECONDS:g}; at least {MIN_ONCE_INTERVAL_SECONDS:g} "
-        f"with --once, {MIN_CONSOLE_INTERVAL_SECONDS:g} in the console)",
+        metavar="DURATION",
+        help=f"time between refreshes: 2s, 500ms, 1m; a bare number is seconds, up to {BARE_INTERVAL:g} (default "
+        f"{DEFAULT_INTERVAL_SECONDS:g}s; at least {MIN_ONCE_INTERVAL_SECONDS:g}s with --once, "
+        f"{MIN_CONSOLE_INTERVAL_SECONDS:g}s in the console; at most 1h)",
     )
     parser.add_argument(
         "--window",
-        type=float,
+        type=span(OPTION_LIMITS["window"].high, BARE_WINDOW),
         default=None,
-        metavar="S",
-        help="seconds the rates and percentiles cover (default 60; with --once and scrape, the span of the two samples)",
+        metavar="DURATION",
+        help="time the rates and percentiles cover: 60s, 5m (default 60s; with --once and scrape, the span of the "
+        "two samples; a bare number is seconds, up to 3600)",
     )
     parser.add_argument(
         "--once",

@@ -14,7 +14,7 @@ import json
 import math
 import sys
 
-from console.args import SubParsers
+from console.args import BARE_INTERVAL, SubParsers, span
 from console.errors import UserError
 from console.live.setup import add_source_options
 from console.text import PIECE_CHARACTERS, bounded_line, printable
@@ -62,10 +62,11 @@ def add_parser(sub: SubParsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--interval",
-        type=float,
+        type=span(600.0, BARE_INTERVAL),
         default=DEFAULT_INTERVAL_SECONDS,
-        metavar="S",
-        help=f"seconds between the two samples of the fleet (default {DEFAULT_INTERVAL_SECONDS:g})",
+        metavar="DURATION",
+        help=f"time between the two samples of the fleet: 2s, 500ms; a bare number is seconds "
+        f"(default {DEFAULT_INTERVAL_SECONDS:g}s, 200ms to 10m)",
     )
     parser.add_argument(
         "--replicas",

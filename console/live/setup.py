@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from console.args import OPTION_LIMITS, span
 from console.errors import UserError
 from console.live.defaults import DEFAULT_MAX_ANSWER_MB, DEFAULT_WINDOW_SECONDS, MAX_DEFAULT_TIMEOUT_SECONDS
 from console.targets import Target, checked_url, masked_target, metrics_url, targets_from
@@ -56,10 +57,11 @@ def add_source_options(parser: argparse.ArgumentParser, named_in: str) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=span(OPTION_LIMITS["timeout"].high, OPTION_LIMITS["timeout"].high),
         default=None,
-        metavar="S",
-        help="per-target (or per-query) timeout in seconds (default: the interval, at most 5)",
+        metavar="DURATION",
+        help="per-target (or per-query) timeout: 2s, 500ms; a bare number is seconds (default: the interval, "
+        "at most 5s)",
     )
     parser.add_argument(
         "--token-env",

@@ -10,6 +10,7 @@ Pure: no clock (a request's time is stamped by console/live/switch.py, the one s
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -30,6 +31,7 @@ PARAMETERS = SWITCH_PARAMETERS  # the one list, console/overflow/policy.py; name
 # The most permissive policy a body is checked against: whether hosted is allowed is the plan's and the
 # gateway's to say (check_allowed, and the gateway's own refusal).
 _ANY = Policy(hosted_allowed=True)
+_BARE = re.compile(r"\d+(\.\d*)?|\.\d+")  # a typed duration without its unit
 
 
 @dataclass(frozen=True)
@@ -88,9 +90,10 @@ def request(
 ) -> SwitchRequest:
     """A SwitchRequest from loose values (options, a dialog's fields); PolicyError naming the field if one is bad.
 
-    `for_text` is a duration such as 30m, 2h or 90 (seconds); the parameters are PARAMETERS' names.
+    `for_text` is a duration such as 30m, 2h or 90s, or a number of seconds (a bare number as text is
+    refused: typed, it was as likely minutes); the parameters are PARAMETERS' names.
     """
-    from console.overflow.policy import MODES, parse_duration  # noqa: PLC0415 - beside its one use, for the reader
+    from console.overflow.policy import MAX_SWITCH_SECONDS, MODES, parse_duration  # noqa: PLC0415 - beside its one use, for the reader
 
     unknown = sorted(set(parameters) - set(PARAMETERS))
     if unknown:
@@ -101,6 +104,13 @@ def request(
         raise PolicyError("reason", "required: say why, in words (it goes to the history with the switch)")
     if not isinstance(actor, str) or not actor.strip():
         raise PolicyError("actor", f"got {_shown(actor)}; expected who switched, as text")
+    if isinstance(for_text, str) and _BARE.fullmatch(for_text.strip()):
+        # `30` meant as minutes would expire after 30 seconds, without a word: the unit is asked for.
+        from console.when import bare_span_problem  # noqa: PLC0415 - beside its one use
+
+        raise PolicyError(
+            "for", f"got {_shown(for_text)}: {bare_span_problem(float(for_text), None, MAX_SWITCH_SECONDS)}"
+        )
     seconds = None if for_text in (None, "") else parse_duration(for_text, "for")
     given: dict[str, Any] = {k: v for k, v in parameters.items() if v is not None}  # each checked by the request
     return SwitchRequest(mode=mode, reason=reason, actor=actor, for_seconds=seconds, **given)

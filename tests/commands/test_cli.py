@@ -26,7 +26,8 @@ def _exit_code(argv: list[str]) -> int:
     [
         (
             ["watch", "--interval", "abc"],
-            "capcon watch: argument --interval: invalid float value: 'abc' (see capcon watch --help)",
+            "capcon watch: argument --interval: 'abc': not a duration; expected a number with its unit, "
+            "like 500ms, 30s, 5m, 2h (see capcon watch --help)",
         ),
         (["plan"], "capcon plan: the following arguments are required: FILE (see capcon plan --help)"),
         (["sim", PLAN, "--seed", "x"], "capcon sim: argument --seed: invalid int value: 'x' (see capcon sim --help)"),
@@ -67,7 +68,7 @@ def test_help_stays_complete(capsys, verb):
 def test_watch_help_says_where_the_interval_floors_are(capsys):
     assert _exit_code(["watch", "--help"]) == 0
     help_text = " ".join(capsys.readouterr().out.split())
-    assert "seconds between refreshes (default 2; at least 0.2 with --once, 1 in the console)" in help_text
+    assert "(default 2s; at least 0.2s with --once, 1s in the console; at most 1h)" in help_text
 
 
 def test_console_interval_below_one_second_is_refused_not_raised(capsys):

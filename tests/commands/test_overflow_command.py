@@ -67,6 +67,8 @@ async def test_set_against_two_gateways_one_stopped(tmp_path):
         )  # fmt: skip
         assert code == 1, (out, err)
         assert f"applied by gateway {up.admin_url}: applied: bounded_queue -> bounded_queue" in out
+        # --for 30m says when it runs out, for the gateways that took it.
+        assert "the switch expires at " in out and " local (in 30 min); then the plan's policy is back" in out
         assert f"NOT applied by gateway {down_url}: not answering" in err
         assert "1 of 2 actuators applied bounded_queue" in err
         policy = up.policy()
@@ -177,8 +179,14 @@ async def test_webhook_and_command_actuators_from_the_plan(tmp_path):
             ("set", "bounded_queue", "--gateway", "http://127.0.0.1:1", "--reason", "x", "--max-wait", "0"),
             "--max-wait: got 0",
         ),
-        (("set", "pass", "--gateway", "http://127.0.0.1:1", "--reason", "x", "--for", "forever"), "--for: got"),
-        (("set", "pass", "--gateway", "http://127.0.0.1:1", "--reason", "x", "--for", "9d"), "--for: got"),
+        (
+            ("set", "pass", "--gateway", "http://127.0.0.1:1", "--reason", "x", "--for", "forever"),
+            "argument --for: 'forever': not a duration",
+        ),
+        (
+            ("set", "pass", "--gateway", "http://127.0.0.1:1", "--reason", "x", "--for", "9d"),
+            "argument --for: '9d': expected at most 7 d",
+        ),
         (("set", "pass", "--gateway", "nowhere at all", "--reason", "x"), "--gateway"),
         (("set", "pass", "--reason", "x"), "nothing to switch"),
         (("set", "pass", "--gateway", "http://127.0.0.1:1", "--reason", "x"), "--admin-token-env VAR"),
