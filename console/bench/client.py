@@ -2,9 +2,10 @@
 
 It speaks `/v1/completions` with `stream: true` and reads the server-sent events
 itself, so it sees each chunk as it arrives. Per request it records, on the
-client's own clock: time to first token (first streamed choice), end-to-end
-time, the gaps between chunks, and the token counts the server reported in its
-closing `usage` chunk. Used by the real-vLLM test lane to check the console
+client's own clock: time to first token (the first chunk with output, by the
+rule of console/token_chunks.py: a chat's role-only chunk is not a token),
+end-to-end time, the gaps between those chunks, and the token counts the server
+reported in its closing `usage` chunk. Used by the real-vLLM test lane to check the console
 against what a client saw, and by the goodput benchmark.
 
 Times are measured from just before the request is sent, so they include the
@@ -17,10 +18,12 @@ import asyncio
 import json
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import httpx
+
+from console.token_chunks import carries_token
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,7 @@ class RequestResult:
     started: float  # perf_counter at send
     e2e_seconds: float
     ttft_seconds: float | None = None
-    chunk_gaps_seconds: tuple[float, ...] = ()  # between successive streamed chunks
+    chunk_gaps_seconds: tuple[float, ...] = ()  # between successive streamed chunks with output
     prompt_tokens: int | None = None  # from the server's usage chunk
     output_tokens: int | None = None
     status: int | None = None
@@ -168,11 +171,14 @@ class StreamTimes:
 
     Shared by the httpx client here and the aiohttp one of the sweep (console/bench/stream.py), so both time a
     stream by the same rule. `read(payload)` takes one event's payload (after `data:`), returns True at [DONE],
-    and raises json.JSONDecodeError for a chunk that is not a JSON object.
+    and raises json.JSONDecodeError for a chunk that is not a JSON object. Only chunks with output
+    (console/token_chunks.py) are timed: a chat's role chunk sent before prefill would read a TTFT of the
+    server's time to accept, and its gap to the first token would count as one more token.
     """
 
-    def __init__(self, started: float) -> None:
+    def __init__(self, started: float, clock: Callable[[], float] = time.perf_counter) -> None:
         self.started = started
+        self.clock = clock
         self.first: float | None = None
         self.last: float | None = None
         self.gaps: list[float] = []
@@ -185,14 +191,15 @@ class StreamTimes:
         chunk = json.loads(payload)
         if not isinstance(chunk, dict):
             raise json.JSONDecodeError("a chunk that is not a JSON object", payload, 0)
-        now = time.perf_counter()
+        now = self.clock()
         choices = chunk.get("choices")
         if choices:
-            if self.first is None:
-                self.first = now
-            elif self.last is not None:
-                self.gaps.append(now - self.last)
-            self.last = now
+            if carries_token(chunk):
+                if self.first is None:
+                    self.first = now
+                elif self.last is not None:
+                    self.gaps.append(now - self.last)
+                self.last = now
             choice = choices[0] if isinstance(choices, list) else {}
             reason = choice.get("finish_reason") if isinstance(choice, dict) else None
             self.finish_reason = reason or self.finish_reason
@@ -201,7 +208,7 @@ class StreamTimes:
         return False
 
     def result(self, status: int | None) -> RequestResult:
-        end = time.perf_counter()
+        end = self.clock()
         first, last, started = self.first, self.last, self.started
         return RequestResult(
             ok=first is not None,

@@ -1,7 +1,9 @@
 """One simulated replica as a real HTTP server on loopback (aiohttp), speaking vLLM's API.
 
 Routes: `/v1/completions` and `/v1/chat/completions` (streaming as SSE, one
-chunk per token at the simulated pace, or one JSON answer, both with `usage`),
+chunk per token at the simulated pace, a chat's role chunk written with the
+first token once prefill is done, as vLLM sends it; or one JSON answer, both
+with `usage`),
 `/v1/models` (with `max_model_len`), `/health`, `/version` and `/metrics`
 (vLLM 0.32's exposition). Many replicas share one event loop, each on its own
 port. The engine runs in wall time: a pump wakes at the end of each engine step.
@@ -21,7 +23,7 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -458,11 +460,11 @@ class ReplicaServer(Target):
         created = int(time.time())
         kind = "chat.completion.chunk" if chat else "text_completion"
 
-        async def emit(choices: list, usage: dict | None = None) -> None:
+        def event(choices: list, usage: dict | None = None) -> bytes:
             chunk = {"id": ident, "object": kind, "created": created, "model": self.model_name, "choices": choices}
             if usage_wanted:
                 chunk["usage"] = usage
-            await response.write(f"data: {json.dumps(chunk, separators=(',', ':'))}\n\n".encode())
+            return f"data: {json.dumps(chunk, separators=(',', ':'))}\n\n".encode()
 
         def choice(text: str, reason: str | None) -> dict:
             if chat:
@@ -477,7 +479,7 @@ class ReplicaServer(Target):
 
         self.streams += 1
         try:
-            await self._send_stream(request, waiter, chat, usage_wanted, emit, choice, response)
+            await self._send_stream(request, waiter, chat, usage_wanted, event, choice, response)
         except ConnectionResetError:
             pass  # the client left; the caller aborts the request
         finally:
@@ -490,12 +492,15 @@ class ReplicaServer(Target):
         waiter: asyncio.Event,
         chat: bool,
         usage_wanted: bool,
-        emit: Callable[[list[dict], dict | None], Awaitable[None]],
+        event: Callable[[list[dict], dict | None], bytes],
         choice: Callable[[str, str | None], dict],
         response: web.StreamResponse,
     ) -> None:
+        # As vLLM does, a chat's role chunk goes out with the first token, once prefill is done, not on arrival:
+        # a client that timed it would otherwise read the time to accept the request as its TTFT.
+        role = b""
         if chat:
-            await emit(
+            role = event(
                 [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}],
                 None,
             )
@@ -507,12 +512,13 @@ class ReplicaServer(Target):
                 return  # a killed server ends the stream without [DONE]
             while sent < request.generated:
                 last = request.finished and sent == request.generated - 1
-                await emit([choice(self._text(sent, sent + 1), request.finished_reason if last else None)], None)
+                token = event([choice(self._text(sent, sent + 1), request.finished_reason if last else None)], None)
+                await response.write(role + token if sent == 0 else token)
                 sent += 1
             if request.finished:
                 break
         if usage_wanted:
-            await emit([], self._usage(request))
+            await response.write(event([], self._usage(request)))
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
 

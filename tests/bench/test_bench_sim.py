@@ -21,6 +21,9 @@ from console.bench.runner import StepSettings
 from console.bench.simulated import simulated_sweep
 from console.bench.sweep import Sweep
 from console.plan.schema import load_plan
+from console.sim.engine import Engine
+from console.sim.server import count_chat_tokens
+from console.sim.shape import replica_shape
 
 from .conftest import ANSWER_TOKENS, FAST_PLAN, PROMPT_WORDS, REPO
 
@@ -244,11 +247,15 @@ def test_throughput_mode_refuses_latency_targets(tmp_path, prompts_file):
 
 
 def test_chat_prompts_stream_through_the_chat_endpoint(sim_url, tmp_path):
+    """The chat endpoint's TTFT is the replica's prefill at least: the simulator sends the role chunk with the first
+    token, and bench times the first chunk with content (it read about 2 ms when the role chunk came on arrival)."""
     prompts = tmp_path / "chat.jsonl"
     with prompts.open("w") as out:
         for i in range(12):
             messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": f"question {i} " * 20}]
             out.write(json.dumps({"messages": messages, "max_tokens": ANSWER_TOKENS}) + "\n")
+    prompt = count_chat_tokens(messages)  # every prompt is as long
+    prefill = Engine(replica_shape(load_plan(FAST_PLAN))).decode_step_seconds(prompt, prompt)
     done = bench(
         "--target", sim_url, "--prompts", str(prompts), "--ttft", "1", "--tpot", "0.1", "--rate", "6",
         "--min-requests", "12", "--step-seconds", "1", "--ignore-eos", "--json", "--no-history",
@@ -257,6 +264,8 @@ def test_chat_prompts_stream_through_the_chat_endpoint(sim_url, tmp_path):
     (step,) = json.loads(done.stdout)["steps"]
     assert step["completed"] == 12 and step["output_tokens"] == 12 * ANSWER_TOKENS
     assert step["server"]["finished"] == 12
+    # Each request's first token comes a prefill step after its arrival at the soonest: no client reads it sooner.
+    assert step["client"]["ttft_ms_p50"] >= prefill * 1000 > 10
 
 
 def test_max_concurrency_caps_the_requests_in_flight(sim_url, prompts_file):

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from aiohttp import web
 
-from console.bench.client import StreamingClient, percentile, prompts
+from console.bench.client import StreamingClient, StreamTimes, percentile, prompts
 
 FIRST_TOKEN_DELAY = 0.2
 IN_FLIGHT = web.AppKey("in_flight", list)
@@ -112,3 +112,31 @@ def test_percentile_interpolates_like_numpy():
 def test_prompts_are_distinct_and_deterministic():
     assert prompts(5) == prompts(5)
     assert len(set(prompts(50))) == 50
+
+
+def test_the_first_token_is_the_first_chunk_with_output_on_the_clients_clock():
+    """A role chunk at 0.01 s, an empty delta, the first content at 0.5 s: TTFT is 0.5 s, and the gaps run
+    between chunks with output (the finish chunk is one; the usage chunk is none)."""
+    now = [10.0]
+    times = StreamTimes(10.0, clock=lambda: now[0])
+
+    def at(moment: float, chunk: dict | str) -> bool:
+        now[0] = 10.0 + moment
+        return times.read(chunk if isinstance(chunk, str) else json.dumps(chunk))
+
+    def delta(**fields) -> dict:
+        finish = fields.pop("finish", None)
+        return {"choices": [{"index": 0, "delta": fields, "finish_reason": finish}]}
+
+    at(0.01, delta(role="assistant", content=""))
+    at(0.02, delta(content=""))
+    at(0.5, delta(content=" the"))
+    at(0.6, delta(content=" plan"))
+    at(0.7, delta(content="", finish="stop"))
+    at(0.8, {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}})
+    assert at(0.9, "[DONE]")
+    result = times.result(200)
+    assert result.ok and result.ttft_seconds == pytest.approx(0.5)
+    assert result.chunk_gaps_seconds == pytest.approx((0.1, 0.1))
+    assert result.last_token_seconds == pytest.approx(0.7) and result.e2e_seconds == pytest.approx(0.9)
+    assert result.finish_reason == "stop" and result.output_tokens == 2

@@ -13,6 +13,7 @@ from console.bench.measure import figures
 from console.bench.stream import SessionClient
 
 GAP = 0.02
+PREFILL = 0.1  # the server's pause before its first token
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
@@ -28,7 +29,14 @@ async def completions(request: web.Request) -> web.StreamResponse:
     if mode == "empty":
         await response.write(b"data: [DONE]\n\n")
         return response
-    await asyncio.sleep(0.1)
+    if mode in ("role first", "role only"):
+        # A chat's role chunk on arrival, before the pause, as a server might send it (vLLM sends it with the token).
+        role = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+        await response.write(f"data: {json.dumps(role)}\n\n".encode())
+    if mode == "role only":
+        await response.write(b"data: [DONE]\n\n")
+        return response
+    await asyncio.sleep(PREFILL)
     tokens = body.get("max_tokens") or body.get("max_completion_tokens")
     for index in range(tokens):
         choice = {"index": 0, "text": f"t{index}", "delta": {"content": f"t{index}"}, "finish_reason": None}
@@ -59,11 +67,21 @@ async def test_a_stream_is_timed_per_chunk_with_the_servers_token_count(server):
         result = await client.complete("hello", 5)
         chat = await client.complete("", 4, messages=[{"role": "user", "content": "hello"}])
     assert result.ok and result.output_tokens == 5 and result.prompt_tokens == 3
-    assert result.ttft_seconds >= 0.1 and len(result.chunk_gaps_seconds) == 4
+    assert result.ttft_seconds >= PREFILL and len(result.chunk_gaps_seconds) == 4
     assert all(gap >= GAP * 0.5 for gap in result.chunk_gaps_seconds)
     f = figures(result)
     assert f.tpot == pytest.approx((f.e2e - f.ttft) / 4)
     assert chat.ok and chat.output_tokens == 4
+
+
+async def test_a_role_chunk_before_the_pause_is_not_the_first_token(server):
+    """TTFT ends at the first chunk with content, as the answer's first token; the role chunk is no gap either."""
+    async with SessionClient(server, "m") as client:
+        chat = await client.complete("", 4, messages=[{"role": "user", "content": "role first"}])
+        empty = await client.complete("", 4, messages=[{"role": "user", "content": "role only"}])
+    assert chat.ok and chat.ttft_seconds >= PREFILL
+    assert len(chat.chunk_gaps_seconds) == 3 and figures(chat).output_tokens == 4
+    assert not empty.ok and empty.error == "the stream ended without a token"
 
 
 async def test_failures_are_results_never_exceptions(server):

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from console.sim.server import ReplicaServer
+from console.sim.server import CHAT_TOKENS_PER_MESSAGE, ReplicaServer
 from console.sim.shape import replica_shape
 from console.sim.traffic import LengthSampler
 
@@ -133,6 +133,57 @@ async def test_tokens_streamed_equal_generation_tokens_counted(replica, client):
     assert finished == 12
     assert value(values, "vllm:time_to_first_token_seconds_count") == 12
     assert value(values, "vllm:num_requests_running") == 0
+
+
+async def events_with_times(client, url, body) -> tuple[float, list[tuple[float, dict]]]:
+    """(the loop's time at send, each data event of a stream with the loop's time it was read)."""
+    clock = asyncio.get_running_loop().time
+    events = []
+    sent_at = clock()
+    async with client.stream("POST", url, json=body) as response:
+        assert response.status_code == 200
+        async for line in response.aiter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                events.append((clock(), json.loads(line[6:])))
+    return sent_at, events
+
+
+async def test_the_role_chunk_comes_with_the_first_token_after_prefill(client):
+    """As vLLM sends a chat: its role chunk once prefill is done, just before the first token, not on arrival.
+
+    The replica runs on the event loop's clock, the client reads it too: the role chunk cannot be read before the
+    simulated TTFT (arrival to first token) has passed, the prefill of 2,000 prompt tokens included.
+    """
+    plan = example_a()  # finite compute: a long prompt's prefill takes a step of its own length
+    server = ReplicaServer(replica_shape(plan), seed=3)
+    await server.start()
+    try:
+        prompt = 2000 - CHAT_TOKENS_PER_MESSAGE
+        body = {"messages": [{"role": "user", "content": "word " * prompt}], "max_tokens": 3, "stream": True}
+        sent_at, events = await events_with_times(client, f"{server.url}/v1/chat/completions", body)
+        values = await scrape(client, server)
+        prefill = server._started_engine().decode_step_seconds(2000, 2000)
+    finally:
+        await server.stop()
+    deltas = [chunk["choices"][0]["delta"] for _, chunk in events]
+    assert deltas == [
+        {"role": "assistant", "content": ""},
+        {"content": " the"},
+        {"content": " plan"},
+        {"content": " holds"},
+    ]
+    assert value(values, "vllm:time_to_first_token_seconds_count") == 1
+    ttft = value(values, "vllm:time_to_first_token_seconds_sum")
+    assert ttft >= prefill * (1 - 1e-9) and prefill > 0.05  # an idle engine: TTFT is the prefill step
+    role_at, first_at = events[0][0], events[1][0]
+    assert role_at - sent_at >= ttft and first_at >= role_at
+
+
+async def test_a_completion_streams_no_role_chunk(replica, client):
+    """vLLM's /v1/completions has no role chunk: its first event is the first token."""
+    body = {"prompt": "word " * 20, "max_tokens": 2, "stream": True}
+    _, events = await events_with_times(client, f"{replica.url}/v1/completions", body)
+    assert [chunk["choices"][0]["text"] for _, chunk in events] == [" the", " plan"]
 
 
 async def test_client_that_leaves_mid_stream_is_aborted(replica, client, caplog):
