@@ -167,8 +167,9 @@ class HostedClient:
                     if response is None:
                         response = web.StreamResponse(status=200, headers=head)
                         await to_client(response.prepare(request))
-                    await to_client(response.write(b"".join(ready)))
-                    times.wrote(clock())
+                    out = b"".join(ready)
+                    await to_client(response.write(out))
+                    times.wrote(clock(), out)
                     ready = []
             finished = True
             if response is None:
@@ -176,10 +177,10 @@ class HostedClient:
                 return None
             if pending.strip():
                 await to_client(response.write(pending))
-                times.wrote(clock())
+                times.wrote(clock(), pending)
             self._answered("hosted", kind)  # before the end reaches the client, so it is counted when seen
             counted = True
-            self.telemetry.client_first_byte("hosted", times)
+            self.telemetry.client_first_token("hosted", times)
             await to_client(response.write_eof())
             times.ended(clock())
             self.telemetry.client_last_byte("hosted", times)
@@ -207,7 +208,7 @@ class HostedClient:
         finally:
             if response is not None and not counted:  # begun, then the client left (or the handler was cancelled)
                 self._answered("hosted", kind)
-                self.telemetry.client_first_byte("hosted", times)
+                self.telemetry.client_first_token("hosted", times)
             if finished:
                 upstream.release()
             else:

@@ -178,12 +178,12 @@ class ReplicaClient:
                 out = relay.feed(chunk)
                 if out:
                     await to_client(response.write(out))
-                    times.wrote(clock())
+                    times.wrote(clock(), out)
             finished = True
             rest = relay.rest()
             if rest:
                 await to_client(response.write(rest))
-                times.wrote(clock())
+                times.wrote(clock(), rest)
             if not relay.done and _ends_at_close(upstream):
                 # A body that ends where the connection does: a replica that dies mid-stream looks like
                 # a clean end here, so only the stream's own last word ([DONE]) says it was whole.
@@ -209,7 +209,7 @@ class ReplicaClient:
         finally:
             if outcome == "local":  # also when the client left or the handler was cancelled
                 self._answered("local", kind)
-                self.telemetry.client_first_byte(outcome, times)
+                self.telemetry.client_first_token(outcome, times)
         if gone:
             return response, finished
         try:

@@ -14,14 +14,16 @@
     capcon_gateway_hosted_tokens_total{kind}        prompt, completion: usage reported by the hosted endpoint
     capcon_gateway_hosted_cost_dollars_total        those tokens at --hosted-price-per-million
     capcon_gateway_policy_switches_total            switches applied (operator or expiry)
-    capcon_gateway_client_ttft_seconds              time to first byte as the client sees it (histogram): from
-                                                    the request accepted (its headers read) to the first byte of
-                                                    a streamed answer's body written to the client, queue wait
-                                                    included; outcomes local and hosted only (a refusal is no
-                                                    first token; a whole answer's first byte is its last)
+    capcon_gateway_client_ttft_seconds              time to first token as the client sees it (histogram): from
+                                                    the request accepted (its headers read) to the first event
+                                                    with output of a streamed answer written to the client (a
+                                                    chat's role-only chunk is none: console/token_chunks.py),
+                                                    queue wait included; outcomes local and hosted only (a
+                                                    refusal is no first token; a whole answer's first byte is
+                                                    its last)
     capcon_gateway_client_e2e_seconds               accepted to the answer's last byte written (histogram), streamed
-                                                    or whole; a client that left mid-stream has a first byte but
-                                                    no last, so it counts in the first only
+                                                    or whole; a client that left mid-stream has a first token but
+                                                    no last byte, so it counts in the first only
     capcon_gateway_connections_open                 client connections open now (read at scrape time)
     capcon_gateway_connections_closed_total{reason} closed by the gateway: header_timeout (a head not whole in
                                                     time), idle_timeout (kept alive with no request), evicted (at
@@ -44,8 +46,10 @@ from functools import partial
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from console.gateway import bounded_json
 from console.gateway.connections import CLOSE_REASONS
 from console.overflow.policy import MODES, Policy
+from console.token_chunks import events_carry_token
 
 OUTCOMES = ("local", "hosted", "rejected", "timed_out", "deferred", "error", "invalid", "upstream_error")
 CLASSES = ("interactive", "deferrable")
@@ -151,7 +155,7 @@ class Telemetry:
         self._switches = Counter("capcon_gateway_policy_switches", "Policy switches applied.", registry=registry)
         self._client_ttft = Histogram(
             "capcon_gateway_client_ttft_seconds",
-            "Accepted to the first byte of the answer written to the client, queue wait included.",
+            "Accepted to the first token of the answer written to the client, queue wait included.",
             buckets=CLIENT_TTFT_BUCKETS,
             registry=registry,
         )
@@ -202,11 +206,11 @@ class Telemetry:
     def waited(self, queue: str, seconds: float) -> None:
         self._wait[queue].observe(seconds)
 
-    def client_first_byte(self, outcome: str, times: ClientTimes) -> None:
-        """Once per streamed answer from a replica or the hosted endpoint whose first byte was written: its TTFT (a
+    def client_first_token(self, outcome: str, times: ClientTimes) -> None:
+        """Once per streamed answer from a replica or the hosted endpoint whose first token was written: its TTFT (a
         whole answer has none of its own: relay_io.written counts it in end-to-end only)."""
-        if outcome in CLIENT_OUTCOMES and times.first_byte is not None:
-            self._client_ttft.observe(max(0.0, times.first_byte - times.accepted))
+        if outcome in CLIENT_OUTCOMES and times.first_token is not None:
+            self._client_ttft.observe(max(0.0, times.first_token - times.accepted))
 
     def client_last_byte(self, outcome: str, times: ClientTimes) -> None:
         """Once per such answer written whole: its end-to-end time."""
@@ -244,19 +248,20 @@ class Telemetry:
 
 
 class ClientTimes:
-    """One request's moments on the event loop's clock: accepted, first and last byte of its answer written."""
+    """One request's moments on the event loop's clock: accepted, its answer's first token and last byte written."""
 
-    __slots__ = ("accepted", "first_byte", "last_byte")
+    __slots__ = ("accepted", "first_token", "last_byte")
 
     def __init__(self, accepted: float) -> None:
         self.accepted = accepted
-        self.first_byte: float | None = None
+        self.first_token: float | None = None
         self.last_byte: float | None = None
 
-    def wrote(self, now: float) -> None:
-        if self.first_byte is None:
-            self.first_byte = now
+    def wrote(self, now: float, events: bytes) -> None:
+        """Whole events of a streamed answer written: the first token's time, once they carry one. An upstream that
+        sends a chat's role chunk before its prefill would otherwise read the time to accept as its TTFT."""
+        if self.first_token is None and events_carry_token(events, bounded_json.loads):
+            self.first_token = now
 
     def ended(self, now: float) -> None:
-        self.wrote(now)
         self.last_byte = now

@@ -16,7 +16,7 @@ from .fake_upstreams import COMPLETION, scripted
 
 pytestmark = pytest.mark.timeout(60)
 
-FIRST_EVENT_AFTER = 0.3  # the slow replica's time to its first event
+FIRST_EVENT_AFTER = 0.3  # the slow replica's time to its first event with a token
 STREAM_ENDS_AFTER = 0.2  # then its [DONE], this much later
 # How much sooner the gateway may start its clock than the client (connecting, sending the request) and stop it
 # (the bytes on their way back): generous, for a loaded machine. The queue adds 0.5 s per place, so a histogram
@@ -24,9 +24,17 @@ STREAM_ENDS_AFTER = 0.2  # then its [DONE], this much later
 SLACK = 0.25
 
 
+TOKEN_EVENT = b'data: {"choices": [{"index": 0, "text": " x"}]}\n\n'
+ROLE_CHUNK = {"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant"}}]}
+
+
 @contextlib.asynccontextmanager
-async def slow_replica():
-    """One replica that streams each answer slowly: an event after FIRST_EVENT_AFTER, [DONE] STREAM_ENDS_AFTER later."""
+async def slow_replica(role_first: bool = False):
+    """One replica that streams each answer slowly: an event after FIRST_EVENT_AFTER, [DONE] STREAM_ENDS_AFTER later.
+
+    With `role_first`, a chat's role chunk goes out at once, before the pause, as a server that sends it on arrival
+    (not after prefill, as vLLM does) would.
+    """
 
     async def health(request: web.Request) -> web.Response:
         if request.path == "/v1/models":
@@ -35,8 +43,11 @@ async def slow_replica():
 
     async def generate(request: web.Request) -> web.StreamResponse:
         await request.read()
-        await asyncio.sleep(FIRST_EVENT_AFTER)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        if role_first:
+            await response.prepare(request)
+            await response.write(b"data: " + json.dumps(ROLE_CHUNK).encode() + b"\n\n")
+        await asyncio.sleep(FIRST_EVENT_AFTER)
         await response.prepare(request)
         chunk = {"id": "c", "object": "text_completion", "choices": [{"index": 0, "text": " x"}]}
         await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
@@ -49,6 +60,7 @@ async def slow_replica():
     app.router.add_get("/health", health)
     app.router.add_get("/v1/models", health)
     app.router.add_post("/v1/completions", generate)
+    app.router.add_post("/v1/chat/completions", generate)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
@@ -112,13 +124,13 @@ async def test_refusals_and_whole_answers_each_count_as_what_the_client_got(sess
 def test_only_answers_from_a_replica_or_the_hosted_endpoint_are_observed():
     telemetry = Telemetry([], lambda q: 0, lambda r: 0, lambda r: True)
     begun = ClientTimes(10.0)
-    begun.wrote(10.4)  # a client that left mid-answer: a first byte, no last
+    begun.wrote(10.4, TOKEN_EVENT)  # a client that left mid-answer: a first token, no last byte
     whole = ClientTimes(20.0)
-    whole.wrote(21.0)
+    whole.wrote(21.0, TOKEN_EVENT)
     whole.ended(23.0)
     for outcome in ("local", "hosted", "upstream_error", "rejected"):
         for times in (begun, whole):
-            telemetry.client_first_byte(outcome, times)
+            telemetry.client_first_token(outcome, times)
             telemetry.client_last_byte(outcome, times)
     text = telemetry.render().decode()
     values = metric_values(text)
@@ -143,3 +155,26 @@ async def test_a_whole_answer_counts_in_end_to_end_only_once_written(session):
     assert metric(values, "capcon_gateway_client_ttft_seconds_count") == 0
     assert metric(values, "capcon_gateway_client_e2e_seconds_count") == 1
     assert 0 < metric(values, "capcon_gateway_client_e2e_seconds_sum") <= answer.ended_at - answer.sent_at
+
+
+def test_the_first_token_is_the_first_event_with_output_not_a_role_chunk():
+    times = ClientTimes(10.0)
+    times.wrote(10.1, b"data: " + json.dumps(ROLE_CHUNK).encode() + b"\n\n")
+    times.wrote(10.2, b'data: {"choices": [{"index": 0, "delta": {"content": ""}}]}\n\n: ping\n\n')
+    assert times.first_token is None
+    times.wrote(10.5, b'data: {"choices": [{"index": 0, "delta": {"content": " x"}}]}\n\n')
+    times.wrote(10.6, TOKEN_EVENT)
+    assert times.first_token == 10.5
+
+
+async def test_a_role_chunk_sent_before_the_pause_does_not_start_the_clients_ttft(session):
+    """An upstream that sends a chat's role chunk on arrival and its first token FIRST_EVENT_AFTER later: the
+    clients' TTFT is the token's time (it read about 0 s when the gateway timed the first byte)."""
+    chat = {"model": "llama-70b", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    async with slow_replica(role_first=True) as url, gateway([url]) as server:
+        answer = await send(session, server.url, chat, path="/v1/chat/completions")
+        assert answer.status == 200 and answer.done and answer.chunks == 2
+        async with session.get(server.url + "/metrics") as response:
+            values = metric_values(await response.text())
+    assert metric(values, "capcon_gateway_client_ttft_seconds_count") == 1
+    assert metric(values, "capcon_gateway_client_ttft_seconds_sum") >= FIRST_EVENT_AFTER
