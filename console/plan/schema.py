@@ -36,7 +36,11 @@ from console.plan.limits import (
     MAX_PLAN_REPLICAS,
     MAX_WORKLOADS,
     MIN_PEAK_RPS,
+    UNUSUAL,
     Limit,
+    generic_path,
+    guess_number,
+    unusual_rule,
 )
 from console.plan.limits import number as bound_text
 from console.plan.model import (
@@ -105,12 +109,17 @@ def _odd_character(text: str, newlines: bool = False) -> str | None:
 
 
 class _Field:
-    """One YAML node with its key path: typed reads that fail with the node's line."""
+    """One YAML node with its key path: typed reads that fail with the node's line.
 
-    def __init__(self, node: yaml.Node, path: str, source: str):
+    `meant` is the plan's `unusual:` list, one set shared by every field of a plan (filled once
+    that key is read, before any number): the key paths whose unusual values are meant.
+    """
+
+    def __init__(self, node: yaml.Node, path: str, source: str, meant: set[str] | None = None):
         self.node = node
         self.path = path
         self.source = source
+        self.meant = meant if meant is not None else set()
 
     @property
     def line(self) -> int:
@@ -119,6 +128,13 @@ class _Field:
     def fail(self, problem: str, expected: str) -> PlanError:
         where = f"{self.path}: " if self.path else ""
         return PlanError(f"{self.source}:{self.line}: {where}{problem}; expected {expected}")
+
+    def unusual(self, reading: str, guess: str, usual: str) -> PlanError:
+        """'60 is 60 s per token; did you mean 0.060 (60 ms)? expected at most 1 s per token, or ...'."""
+        return PlanError(
+            f"{self.source}:{self.line}: {self.path}: {self._shown()} is {reading}; did you mean {guess}? "
+            f"expected {usual}, or {self.path} listed under unusual: if it is meant"
+        )
 
     def _plain(self) -> bool:
         """A plain (unquoted) scalar: libyaml marks it with '', the Python parser with None."""
@@ -131,7 +147,7 @@ class _Field:
 
     def child(self, key: str | int, node: yaml.Node) -> _Field:
         path = f"{self.path}[{key}]" if isinstance(key, int) else (f"{self.path}.{key}" if self.path else key)
-        return _Field(node, path, self.source)
+        return _Field(node, path, self.source, self.meant)
 
     # Containers -----------------------------------------------------------------------
 
@@ -196,9 +212,16 @@ class _Field:
         return value
 
     def number(self, limit: Limit) -> float:
-        """A finite number within `limit`."""
+        """A finite number within `limit`, and outside UNUSUAL's region unless the plan says it is meant."""
         expected = limit.expected()
-        return float(self._bounded(self._numeric(expected), limit, expected))
+        value = self._numeric(expected)
+        rule = unusual_rule(self.path)
+        if rule is not None and rule.flags(value):
+            if limit.high < value < 1e300:  # past the bound: refused either way, with the guess (400 digits: none)
+                raise self.fail(f"got {self._shown()} (did you mean {rule.guess(value)}?)", limit.at_most())
+            if limit.holds(value) and not self.meant & {self.path, generic_path(self.path)}:
+                raise self.unusual(rule.reading(value), rule.guess(value), rule.expected)
+        return float(self._bounded(value, limit, expected))
 
     def count(self, limit: Limit) -> float:
         """A large positive count within `limit`: a number, or a number with k/M/B/T (e.g. 70B)."""
@@ -848,7 +871,59 @@ _TOP_OPTIONAL = (
     "data",
     "overflow",
     "fleet",
+    "unusual",
 )
+MAX_UNUSUAL = 100
+_INPUT_OVER_CONTEXT = "workloads[].tokens.input_mean"  # over model.max_model_len: checked across fields
+
+
+def _unusual(f: _Field | None) -> set[str]:
+    """`unusual: [workloads[0].targets.tpot_p95_seconds, gpu.memory_gb]`: values the plan means, unusual as they are.
+
+    A path as an error names it, or with [] for every item (workloads[].queue_seconds).
+    """
+    if f is None:
+        return set()
+    known = (*UNUSUAL, _INPUT_OVER_CONTEXT)
+    items = f.sequence(what="a list of key paths, such as [workloads[0].targets.tpot_p95_seconds]")
+    if len(items) > MAX_UNUSUAL:
+        raise f.fail(f"{len(items):,} key paths", f"at most {MAX_UNUSUAL}")
+    meant = set()
+    for item in items:
+        path = item.name().strip()
+        if generic_path(path) not in known:
+            raise item.fail(f"{_cut(path, quoted=True)} has no unusual range", "one of " + ", ".join(known))
+        meant.add(path)
+    return meant
+
+
+def _at(f: _Field, *keys: str | int) -> _Field:
+    """The field under `f` at `keys`, in a tree the loader has already checked (the key is there)."""
+    for key in keys:
+        node = f.node
+        if isinstance(key, int) and isinstance(node, yaml.SequenceNode):
+            f = f.child(key, node.value[key])
+        elif isinstance(node, yaml.MappingNode):
+            f = f.child(key, next(v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key))
+    return f
+
+
+def _check_input_within_context(plan: Plan, workloads: _Field) -> None:
+    """A mean prompt longer than the model's context: tokens counted as characters, or a context not given."""
+    context = plan.model.max_model_len
+    if context is None:
+        return
+    for i, w in enumerate(plan.workloads):
+        mean = w.tokens.input_mean
+        field = _at(workloads, i, "tokens", "input_mean")
+        if mean <= context or workloads.meant & {field.path, _INPUT_OVER_CONTEXT}:
+            continue
+        needed = int(w.tokens.input_p95 + w.tokens.output_max)
+        raise field.unusual(
+            f"a mean prompt of {bound_text(mean)} tokens, over model.max_model_len ({context:,})",
+            f"{guess_number(mean / 4)} (characters at about 4 a token), or max_model_len: {needed}",
+            f"at most model.max_model_len ({context:,} tokens)",
+        )
 
 
 def _timezone(field: _Field) -> str:
@@ -927,6 +1002,7 @@ def parse_plan(text: str, source_name: str, estimate: CapacityEstimator | None =
         )
     root = _Field(_compose(text, source_name), "", source_name)
     top = root.mapping(_TOP_REQUIRED, _TOP_OPTIONAL)
+    root.meant.update(_unusual(top.get("unusual")))  # before any number is read: every field shares the set
     data = _data(top.get("data"))
     measured = _capacity(top.get("capacity"))
     needs_estimate = measured is None or measured.estimated
@@ -948,6 +1024,7 @@ def parse_plan(text: str, source_name: str, estimate: CapacityEstimator | None =
         source_path=source_name,
         source_text=text,
     )
+    _check_input_within_context(plan, top["workloads"])
     if needs_estimate:
         plan = _estimated(plan, measured, estimate)
     _check_fleet_size(plan, top.get("capacity"))

@@ -328,6 +328,7 @@ def test_extreme_plans_within_the_bounds_give_sane_figures(tmp_path):
         )
         .replace("gpu:\n  memory_gb", "gpu: {memory_gb")
         .replace("price_per_hour: 10000", "price_per_hour: 10000}")
+        + "unusual: [gpu.price_per_hour]\n"  # 10,000 $ a GPU-hour reads as a month's price unless meant
     )
     for name, text in (("big.yaml", big), ("small.yaml", small)):
         path = tmp_path / name
