@@ -13,7 +13,10 @@ same evaluation:
   offset is a sum over the zone's transitions in the years covered (`first_year` onwards):
   one series the rules compute, rather than 168 rules, so the schedule is one expression
   of its runs of equal replicas;
-- alerts for the console's flags (console.fleet.flags): saturation, SLO breaches, above
+- each latency target's share of requests surely over it (over vLLM's bucket bound at or above the target) and
+  the share that met it (exact on a bound, else a range: at most over the bound above, at least `:least`);
+- alerts for the console's flags (console.fleet.flags): saturation, SLO breaches (on the share surely over the
+  target, so never where the buckets cannot tell; a `bucket` annotation says so when a target lies inside one), above
   the plan, N+1 at risk, replica down, behind the schedule. `for:` is each flag's minimum
   duration; the clear thresholds (hysteresis) hold through the `ALERTS` series: once
   firing, an alert stays while its value sits between the clear and the raise threshold,
@@ -28,16 +31,20 @@ stale and restarted replicas, and the source error (Prometheus' own alerts cover
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from console.errors import UserError
+from console.fleet import slo
 from console.fleet.flags import FlagInputs, Thresholds, readings
 from console.fleet.plan_now import A_MONDAY, plan_now
+from console.metrics.attainment import allowed_share
 from console.metrics.figures import FLEET_TOTAL, Figures, FleetFigures, ReplicaState
 from console.metrics.promql import duration, instant_of, rate_of, selector_matchers, series
-from console.metrics.vllm import COUNTERS, GAUGES, HISTOGRAMS
+from console.metrics.vllm import BUCKET_BOUNDS, COUNTERS, GAUGES, HISTOGRAMS
 from console.metrics.window import QUANTILE_FIGURES
 from console.plan.model import Plan
 from console.plan.schedule import schedule
@@ -205,6 +212,97 @@ def _plan_rules(plan: Plan, options: RuleOptions, plan_matcher: str) -> list[dic
 # --- the console's flags ----------------------------------------------------
 
 
+def target_bounds(key: str, target: float) -> tuple[float, float]:
+    """vLLM's bucket bounds either side of a target (both the target when it is one): 0 below the first, +Inf past
+    the last."""
+    bounds = BUCKET_BOUNDS[key]
+    lo = max((b for b in bounds if b <= target), default=0.0)
+    hi = min((b for b in bounds if b >= target), default=math.inf)
+    return lo, hi
+
+
+def le_matcher(bound: float) -> str:
+    """A bucket's `le` as any exporter writes it: 0.075, 1 or 1.0, 2.5e+01 never (vLLM writes repr)."""
+    if math.isinf(bound):
+        return 'le="+Inf"'
+    forms = sorted({repr(bound), f"{bound:g}", *([str(int(bound))] if bound == int(bound) else [])})
+    return "le=~" + promql_string("|".join(re.escape(f) for f in forms))
+
+
+def _share_over(key: str, bound: float, matchers: str, window: str) -> str:
+    """The share of the fleet's requests over a bucket bound in the window: 1 - bucket(le) / bucket(+Inf);
+    every request over a 0 bound, none over +Inf."""
+    names = HISTOGRAMS[key]
+    everything = f"sum({rate_of(names, _and(matchers, le_matcher(math.inf)), window, '_bucket')})"
+    if math.isinf(bound):
+        return f"(0 * {everything})"
+    if bound <= 0:
+        return f"({everything} / {everything})"
+    within = f"sum({rate_of(names, _and(matchers, le_matcher(bound)), window, '_bucket')})"
+    return f"(({everything} - {within}) / {everything})"  # as the console computes it, to the last bit
+
+
+def _attained(key: str, bound: float, matchers: str, window: str) -> str:
+    return f"(1 - {_share_over(key, bound, matchers, window)})"
+
+
+def _and(matchers: str, more: str) -> str:
+    return f"{matchers},{more}" if matchers else more
+
+
+def bound_note(key: str, target: float) -> str:
+    """Words for a target inside one of vLLM's buckets: what the alert waits for and what makes it exact."""
+    lo, hi = target_bounds(key, target)
+    if lo == hi:
+        return ""
+    allowed = f"{allowed_share(slo.QUANTILE) * 100:g} %"
+    past = f"over {_ms(hi)}" if math.isfinite(hi) else "past the last bound (never)"
+    return (
+        f"The {_ms(target)} target lies inside vLLM's {lo * 1000:g}-{_ms(hi)} bucket: this alert fires when more "
+        f"than {allowed} of requests took {past}, the most the buckets can tell; put the target on a bound "
+        f"({_ms(lo)} or {_ms(hi)}) to judge it exactly."
+    )
+
+
+def _target_rules(plan: Plan, matchers: str, window: str, plan_matcher: str) -> list[dict]:
+    """Per latency target: the share of requests surely over it (over the bound at or above it, what the alert
+    reads) and the share that met it (attainment; exact on a bound, else at most this, at least `:least`)."""
+    expect = plan_now(plan, A_MONDAY)
+    found = []
+    for key, target in (
+        ("ttft", expect.ttft_p95_target_seconds),
+        ("tpot", expect.tpot_p95_target_seconds),
+        ("e2e", expect.e2e_p95_target_seconds),
+    ):
+        if target is None:
+            continue
+        lo, hi = target_bounds(key, target)
+        labels = {PLAN_LABEL: plan_matcher}
+        found.append(
+            {
+                "record": record(f"fleet_{key}_over_target:share"),
+                "expr": _share_over(key, hi, matchers, window),
+                "labels": labels,
+            }
+        )
+        found.append(
+            {
+                "record": record(f"fleet_{key}_attainment:share"),
+                "expr": _attained(key, hi, matchers, window),
+                "labels": labels,
+            }
+        )
+        if lo != hi:
+            found.append(
+                {
+                    "record": record(f"fleet_{key}_attainment:least"),
+                    "expr": _attained(key, lo, matchers, window),
+                    "labels": labels,
+                }
+            )
+    return found
+
+
 def _todos(plan: Plan, t: Thresholds) -> dict[str, str]:
     """Each flag kind's `todo`, as the flags module words it for this plan: read from figures that raise every rule."""
     expect = plan_now(plan, A_MONDAY)
@@ -278,6 +376,7 @@ def _alerts(plan: Plan, options: RuleOptions, t: Thresholds, plan_matcher: str) 
     expect = plan_now(plan, A_MONDAY)
     todo = _todos(plan, t)
     own = f"{{{PLAN_LABEL}={promql_string(plan_matcher)}}}"
+    matchers, window = selector_matchers(options.selector), duration(options.window_seconds)
 
     def alert(name: str, expr: str, after: float, severity: str, why: str) -> dict:
         rule: dict = {"alert": name, "expr": expr}
@@ -317,25 +416,34 @@ def _alerts(plan: Plan, options: RuleOptions, t: Thresholds, plan_matcher: str) 
     found.append(rule)
 
     targets = (
-        ("CapconSloBreachTtft", "ttft_p95", "p95 TTFT", expect.ttft_p95_target_seconds),
-        ("CapconSloBreachTpot", "tpot_p95", "p95 TPOT", expect.tpot_p95_target_seconds),
-        ("CapconSloBreachE2e", "e2e_p95", "p95 end-to-end", expect.e2e_p95_target_seconds),
+        ("CapconSloBreachTtft", "ttft", "p95 TTFT", expect.ttft_p95_target_seconds),
+        ("CapconSloBreachTpot", "tpot", "p95 TPOT", expect.tpot_p95_target_seconds),
+        ("CapconSloBreachE2e", "e2e", "p95 end-to-end", expect.e2e_p95_target_seconds),
     )
-    for name, figure, label, target in targets:
+    allowed = allowed_share(slo.QUANTILE)
+    for name, key, label, target in targets:
         if target is None:
             continue
-        value = f"({record(f'fleet_{figure}:seconds')}{own} * 1000)"  # in ms, as the words show it
-        limit = target * 1000
-        found.append(
-            alert(
-                name,
-                f"{value} > {limit!r} or ({value} >= {t.slo_clear_share * limit!r} "
-                f"{_held(name, plan_matcher, PLAN_LABEL)})",
-                t.min_duration_seconds,
-                "critical",
-                f'{label} {{{{ $value | printf "%.0f" }}}} ms over its {_ms(target)} target',
-            )
+        # The share over the bound at or above the target: requests surely over it, so the alert fires only where
+        # the console's judgement is a breach, never where the buckets cannot tell (console.fleet.slo).
+        over = f"{record(f'fleet_{key}_over_target:share')}{own}"
+        # Held while the p95 is not known within the clear share: the share over the bound at or below it.
+        clear_bound = target_bounds(key, t.slo_clear_share * target)[0]
+        held = (
+            f"({_share_over(key, clear_bound, matchers, window)} > {allowed!r} {_held(name, plan_matcher, PLAN_LABEL)})"
         )
+        p95 = _with(_fleet_series(f"fleet_{key}_p95:seconds", " * 1000"), _value("%.0f"))
+        rule = alert(
+            name,
+            f"{over} > {allowed!r} or {held}",
+            t.min_duration_seconds,
+            "critical",
+            f"{label} {p95} ms over its {_ms(target)} target",
+        )
+        note = bound_note(key, target)
+        if note:
+            rule["annotations"]["bucket"] = note
+        found.append(rule)
 
     rps = record("fleet_requests:rate") + own
     capacity = record("plan_capacity_rps") + own
@@ -434,6 +542,7 @@ def rule_file(plan: Plan, options: RuleOptions, thresholds: Thresholds | None = 
             {
                 "name": f"{PREFIX}-{plan.name}",
                 "rules": _figures(matchers, window, plan.name)
+                + _target_rules(plan, matchers, window, plan.name)
                 + _plan_rules(plan, options, plan.name)
                 + _alerts(plan, options, t, plan.name),
             }

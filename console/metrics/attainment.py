@@ -101,13 +101,18 @@ class Judgement:
 
     @property
     def allowed(self) -> float:
-        """The share of requests a percentile target lets be over it (5 % for a p95)."""
-        return 1.0 - self.quantile
+        return allowed_share(self.quantile)
 
     @property
     def attainment(self) -> tuple[float, float]:
         """The share of requests within the target, (at least, at most)."""
         return 1.0 - self.over_high, 1.0 - self.over_low
+
+
+def allowed_share(quantile: float) -> float:
+    """The share of requests a percentile target lets be over it: 0.05 for a p95, as written (1 - 0.95 is
+    0.050000000000000044 in floating point, which would let exactly 5 % through on one side and not another)."""
+    return round(1.0 - quantile, 12)
 
 
 def judge(b: Buckets | None, target: float, quantile: float) -> Judgement | None:
@@ -117,7 +122,7 @@ def judge(b: Buckets | None, target: float, quantile: float) -> Judgement | None
     lo, hi = bucket_around(b, target)
     over_low = (b.total - b.at_or_below(hi)) / b.total
     over_high = (b.total - b.at_or_below(lo)) / b.total
-    allowed = 1.0 - quantile
+    allowed = allowed_share(quantile)
     verdict: Verdict = "missed" if over_low > allowed else "met" if over_high <= allowed else "undetermined"
     return Judgement(verdict, target, quantile, over_low, over_high, (lo, hi))
 

@@ -16,6 +16,7 @@ from console.fleet.plan_now import plan_now
 from console.metrics.figures import FLEET_TOTAL, Figures, FleetFigures, ReplicaState
 from console.metrics.window import histogram_quantile
 from console.plan.schema import load_plan
+from tests.plan.conftest import BASE_PLAN
 
 from .conftest import plan_file, rules_text
 
@@ -228,6 +229,46 @@ def test_a_plan_name_with_template_and_quote_characters_is_the_alerts_label_as_i
     labels = {"severity": "warning", "capcon_plan": name, "capcon_flag": "saturation", "instance": "a:8000"}
     expected = [{"exp_labels": labels, "exp_annotations": saturation_words(path, 3.0, 0.2)}]
     alerts = [{"alertname": "CapconSaturation", "exp_alerts": expected}]
+    (tmp_path / "test.yml").write_text(unit_test("rules.yml", series, alerts))
+    done = promtool("test", "rules", "test.yml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# vLLM's TPOT bounds up to 100 ms, then +Inf: the 60 ms target below lies inside its 50-75 ms bucket.
+VLLM_TPOT = (0.01, 0.025, 0.05, 0.075, 0.1, float("inf"))
+
+
+@pytest.mark.parametrize(
+    "per_step, firing",
+    [
+        ((0, 0, 92, 97, 100, 100), False),  # 3-8 % over 60 ms: undetermined in the console, so no alert
+        ((0, 0, 0, 70, 100, 100), True),  # 30 % over 75 ms: a breach whatever the spread
+    ],
+)
+def test_a_target_inside_a_bucket_fires_only_where_the_buckets_tell_a_breach(tmp_path, promtool, per_step, firing):
+    workload = {**BASE_PLAN["workloads"][0], "targets": {"ttft_p95_seconds": 1.0, "tpot_p95_seconds": 0.06}}
+    path = plan_file(tmp_path, {"workloads": [workload]})
+    (tmp_path / "rules.yml").write_text(rules_text(path, first_year=1970))
+    series = [{"series": 'up{job="vllm",instance="a:8000"}', "values": "1x40"}]
+    series += histogram("vllm:request_time_per_output_token_seconds", VLLM_TPOT, per_step, "a:8000")
+    expected = []
+    if firing:
+        plan = load_plan(str(path))
+        p95 = histogram_quantile(0.95, VLLM_TPOT, per_step)
+        fleet = Figures(name=FLEET_TOTAL, url="", state=ReplicaState.UP, tpot_p95_seconds=p95)
+        found = readings(
+            FlagInputs(FleetFigures(60.0, "prometheus", (), fleet, EVAL), plan_now(plan, EVAL)), Thresholds()
+        )
+        (breach,) = [r for r in found if r.kind == "slo_breach_tpot"]
+        labels = {"severity": "critical", "capcon_plan": "base", "capcon_flag": "slo_breach_tpot"}
+        note = (
+            "The 60 ms target lies inside vLLM's 50-75 ms bucket: this alert fires when more than 5 % of requests "
+            "took over 75 ms, the most the buckets can tell; put the target on a bound (50 ms or 75 ms) to judge it "
+            "exactly."
+        )
+        annotations = {"why": breach.why, "do": breach.todo, "bucket": note}
+        expected = [{"exp_labels": labels, "exp_annotations": annotations}]
+    alerts = [{"alertname": "CapconSloBreachTpot", "exp_alerts": expected}]
     (tmp_path / "test.yml").write_text(unit_test("rules.yml", series, alerts))
     done = promtool("test", "rules", "test.yml", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
