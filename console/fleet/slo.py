@@ -146,6 +146,16 @@ def percentile_words(value: float | None, bucket: tuple[float, float] | None) ->
     return fmt.seconds_range(*bucket)
 
 
+def p95_buckets_words(f: Figures) -> str:
+    """The bucket holding each latency p95 of a row: "tpot 50-75ms, ttft 500-750ms"; "" without buckets."""
+    found = []
+    for name, b in sorted(f.latency_buckets.items()):
+        bucket = quantile_bucket(b, QUANTILE)
+        if bucket is not None:
+            found.append(f"{name} {fmt.seconds_range(*bucket)}")
+    return ", ".join(found)
+
+
 def share_words(low: float, high: float) -> str:
     """A share known as a range: "3.1-7.9 %", or one figure where the ends meet."""
     if fmt.percent(low) == fmt.percent(high):

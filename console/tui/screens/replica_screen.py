@@ -10,6 +10,7 @@ from textual.binding import Binding
 from textual.widgets import Footer, Static
 
 from console.fleet import format as fmt
+from console.fleet import slo
 from console.fleet.plan_now import PlanNow
 from console.live.session import FleetSession
 from console.metrics.figures import Figures
@@ -36,7 +37,10 @@ def figure_lines(figures: Figures) -> list[tuple[str, str]]:
         value = getattr(figures, item.name)
         # The unit is in the value ("230ms", "12s"): "ttft p95", not "ttft p95 seconds".
         label = item.name.removesuffix("_seconds").replace("_", " ")
-        if item.name == "data_age_seconds":
+        if item.name == "latency_buckets":
+            # What the p95s above can say: each lies in its bucket, interpolated inside it.
+            label, shown = "p95 buckets", slo.p95_buckets_words(figures) or fmt.UNKNOWN
+        elif item.name == "data_age_seconds":
             shown = fmt.age(value)
         elif item.name in SECONDS:
             shown = fmt.seconds(value)
