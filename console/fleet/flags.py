@@ -437,11 +437,18 @@ def _latency_drift(f: Figures, inputs: FlagInputs, t: Thresholds) -> Reading | N
         why += f" (was {_ms(before_tpot)})"
     if gen is not None and before_gen is not None:
         why += f"; generation {gen:.0f} tok/s (was {before_gen:.0f})"
+    # On the TPOT buckets where the figures have them: near the target only where the buckets say so, not where
+    # the interpolation inside a wide bucket says so (console.fleet.slo).
+    near, far = tpot >= t.drift_raise_share * target, tpot < t.drift_clear_share * target
+    b = f.latency_buckets.get("tpot")
+    if b is not None:
+        near = slo.verdict_on(b, t.drift_raise_share * target) == "missed"
+        far = slo.verdict_on(b, t.drift_clear_share * target) == "met"
     return Reading(
         "latency_drift",
         FLEET_TOTAL,
-        raise_=tpot >= t.drift_raise_share * target and rising and flat,
-        clear=tpot < t.drift_clear_share * target,
+        raise_=near and rising and flat,
+        clear=far,
         severity="warning",
         why=why,
         todo="Batches are too large for the replicas: add a replica before p95 TPOT reaches its target "

@@ -105,6 +105,12 @@ def line(check: TargetCheck) -> str:
     return f"{words} · {'over' if verdict == 'missed' else 'within'} target" if verdict else words
 
 
+def verdict_on(b: Buckets, limit: float) -> Verdict | None:
+    """A p95 against a limit on one histogram's buckets."""
+    judged = judge(b, limit, QUANTILE)
+    return judged.verdict if judged is not None else None
+
+
 def cell_verdict(f: Figures, key: str, target: float) -> Verdict | None:
     """One row's figure against a target (the table's cells): on its buckets where it has them."""
     b = _replica_buckets(f, key)

@@ -120,3 +120,22 @@ def test_once_and_json_say_undetermined_with_the_attainment():
     assert document["fleet"]["p95_buckets_seconds"] == {"tpot": [0.05, 0.075]}
     tpot_comparison = next(c for c in document["comparisons"] if c["label"] == "TPOT p95")
     assert tpot_comparison["status"] == "warning" and "undetermined" in tpot_comparison["note"]
+
+
+def test_latency_drift_rises_only_where_the_buckets_put_the_p95_past_80_percent_of_its_target():
+    # 4.5-14.5 % of requests over 48 ms (80 % of 60): the interpolated p95 reads 48.75 ms, the buckets cannot tell.
+    unsure = tpot([0, 855, 100, 45] + [0] * 10)
+    sure = tpot([0, 0, 900, 100] + [0] * 10)  # 10 % over 50 ms: the p95 is past 48 ms whatever the spread
+
+    def drifting(b, p95: float) -> bool:
+        state = FlagState()
+        for t in range(0, 61, 5):
+            f = fleet(
+                replica("r1"), tpot_p95_seconds=p95, latency_buckets={"tpot": b}, generation_tokens_per_second=1e3
+            )
+            inputs = FlagInputs(f, PLAN, tpot_p95_before=0.030, generation_before=1e3)
+            state = evaluate(state, inputs, float(t))
+        return "latency_drift" in {f.kind for f in state.active}
+
+    assert not drifting(unsure, 0.04875)
+    assert drifting(sure, 0.0525)
