@@ -69,8 +69,8 @@ class StridingEngine(Engine):
         if steps < MIN_STRIDE:
             return False
         # Step j (1-based) reads kv_tokens + (j - 1) x batch tokens of KV: its time is first + (j - 1) x growth.
-        first = self.decode_step_seconds(kv_tokens)
-        growth = self.decode_step_seconds(kv_tokens + batch) - first
+        first = self.decode_step_seconds(kv_tokens, decode_tokens=batch)
+        growth = self.decode_step_seconds(kv_tokens + batch, decode_tokens=batch) - first
         end = self.clock + steps * first + growth * steps * (steps - 1) / 2
         block_size = shape.block_size
         taken = 0
@@ -90,8 +90,8 @@ class StridingEngine(Engine):
 
     def _steps_by(self, now: float, kv_tokens: int, batch: int) -> int:
         """How many decode steps from the engine's clock end by `now`."""
-        first = self.decode_step_seconds(kv_tokens)
-        growth = self.decode_step_seconds(kv_tokens + batch) - first
+        first = self.decode_step_seconds(kv_tokens, decode_tokens=batch)
+        growth = self.decode_step_seconds(kv_tokens + batch, decode_tokens=batch) - first
         room = now - self.clock
         if room < first:
             return 0

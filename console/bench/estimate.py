@@ -15,7 +15,8 @@ planner's rule back to it.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,20 +29,25 @@ LENGTHS = 2_000  # requests drawn from the workload's token distributions, cycle
 # Simulated tokens (prompt and answer) one estimate, and one --sizes comparison, may process: about
 # 0.3-0.5 s of CPU a million. The shipped plans take 1.6-5.6 M (sizes: 5-17 M); a plan past it (answers
 # of 100k tokens at hundreds of rps) is told to measure instead of waiting minutes.
-ESTIMATE_TOKENS = 20_000_000
+ESTIMATE_TOKENS = 60_000_000
 SIZES_TOKENS = 40_000_000
 last_budget: TokenBudget | None = None  # what the latest estimate or comparison spent (for tests)
-SEEDS = 3  # steps averaged where one would be too noisy
+SEEDS = 3  # sweeps, each on its own draw of lengths and arrivals: the estimate is their median, the band their range
+MISSES_TO_SEE = 3  # a step sends enough requests for this many misses at the goodput share's edge
+MAX_STEP_REQUESTS = 2_000
+REFINE_FACTOR = 1.15  # the later sweeps' step up from the first one's capacity
 MIN_START_RPS = 0.05  # the sweep starts at the roofline's rate at the TPOT target, never below this
 
 if TYPE_CHECKING:
+    from console.bench.estimate_store import Kept
     from console.bench.measure import BenchTargets
+    from console.bench.reach import Reach
     from console.bench.runner import StepSettings
     from console.bench.simulated import TokenBudget
 
 # A console with several plans, or a re-read, sweeps once per plan (and size).
 _estimates: dict[Plan, Capacity] = {}
-_sweeps: dict[Plan, float | None] = {}
+_sweeps: dict[tuple[Plan, int], Swept | None] = {}  # by plan at a size and the number of sweeps
 
 
 def how_to_measure(plan: Plan) -> str:
@@ -59,12 +65,20 @@ def estimate_capacity(draft: Plan) -> Capacity:
     """
     if draft in _estimates:
         return _estimates[draft]
+    from console.bench import estimate_store  # noqa: PLC0415
     from console.bench.simulated import BudgetSpent, TokenBudget  # noqa: PLC0415
 
+    kept = estimate_store.read(draft)
+    if kept is not None:
+        capacity = _kept_capacity(draft, kept)
+        _estimates[draft] = capacity
+        return capacity
     global last_budget
     last_budget = budget = TokenBudget(ESTIMATE_TOKENS)
     try:
-        capacity = _estimate(draft, budget)
+        found = _estimate(draft, budget)
+        kept = estimate_store.write(draft, found.rps_per_replica, found.low, found.high, found.note)
+        capacity = _kept_capacity(draft, kept)
     except BudgetSpent:
         workload = draft.interactive[0]
         raise PlanError(
@@ -81,23 +95,28 @@ def _estimate(draft: Plan, budget: TokenBudget) -> Capacity:
     from console.bench.sweep import Sweep  # noqa: PLC0415
 
     workload = draft.interactive[0]
-    targets, settings = _targets_and_settings(draft)
+    targets, _ = _targets_and_settings(draft)
     fixed = draft.replica.tensor_parallel
-    rps, used, tried = None, 0, []
+    found: Swept | None = None
+    used, tried = 0, []
     # The planner's rule is the smallest tensor-parallel size whose KV budget holds the peak's KV, and
     # that depends on the capacity: take the smallest size whose own estimate leads the rule back to it.
     for tp in (fixed,) if fixed is not None else TENSOR_PARALLEL_SIZES:
-        found = _swept(draft, tp, budget)
-        if found is None:
+        swept = _swept(draft, tp, budget)
+        if swept is None or swept.rps is None:
             continue
-        tried.append((tp, found))
-        chosen = size(replace(draft, capacity=Capacity(found, ESTIMATED))).gpus_per_replica
+        tried.append((tp, swept))
+        chosen = size(replace(draft, capacity=Capacity(swept.rps, ESTIMATED))).gpus_per_replica
         if fixed is not None or chosen == tp:
-            rps, used = found, tp
+            found, used = swept, tp
             break
-    if rps is None and tried:  # no size is its own choice: the largest that carries anything
-        used, rps = tried[-1]
-    if rps is None:
+    if found is None and tried:  # no size is its own choice: the largest that carries anything
+        used, found = tried[-1]
+    if found is None or found.rps is None:
+        unreachable = _first_unreachable(draft)
+        if unreachable is not None:
+            tp, why = unreachable
+            raise PlanError(f"{draft.source_path}:1: capacity: not given, and {why}")
         raise PlanError(
             f"{draft.source_path}:1: capacity: not given, and the plan's simulated replica meets the targets of "
             f"workload {workload.name!r} (p95 TTFT {targets.ttft:g} s, p95 TPOT {targets.tpot:g} s) at no rate "
@@ -105,28 +124,93 @@ def _estimate(draft: Plan, budget: TokenBudget) -> Capacity:
             f"({how_to_measure(draft)})"
         )
     note = (
-        f"the plan's simulated replica swept offline at the targets of workload {workload.name!r} "
-        f"(goodput {targets.share:.0%})"
+        f"the plan's simulated replica (TP {used}) swept offline at the targets of workload {workload.name!r} "
+        f"(goodput {targets.share:.0%}), {len(found.capacities)} sweeps of at least {found.requests:,} requests a "
+        f"step: {_band_words(found)}"
     )
-    unloaded = _goodput_at(draft, used, rps / 2, targets, settings, budget)
-    if unloaded < targets.share + (1 - targets.share) / 2:
-        # Requests that miss at any load (long prompts' prefill past the TTFT target, say) leave the
-        # share barely met everywhere: where the sweep stops is then noise, not a knee.
+    if found.reach.missing:
         note += (
-            f"; at half that rate goodput is still only {unloaded:.1%}: some requests miss the targets at any "
-            "load, so this figure is noise-bound"
+            f"; {found.reach.missing / found.reach.drawn:.1%} of requests miss a target even alone on an idle "
+            f"replica (at most {found.reach.reachable_share:.1%} reachable)"
         )
-    return Capacity(rps_per_replica=rps, source=ESTIMATED, note=f"{note}; measure it: {how_to_measure(draft)}")
+    return Capacity(rps_per_replica=found.rps, source=ESTIMATED, note=note, low=found.low, high=found.high)
+
+
+def _kept_capacity(draft: Plan, kept: Kept) -> Capacity:
+    """The capacity of a kept estimate, its words saying when it was made and how to measure instead."""
+    from console.bench.estimate_store import computed_words  # noqa: PLC0415
+
+    note = f"{kept.note} ({computed_words(kept)}); measure it: {how_to_measure(draft)}"
+    return Capacity(rps_per_replica=kept.rps, source=ESTIMATED, note=note, low=kept.low, high=kept.high)
+
+
+@dataclass(frozen=True)
+class Swept:
+    """One tensor-parallel size's estimate: a sweep per seed, and what no rate changes."""
+
+    capacities: tuple[float | None, ...]
+    requests: int  # the least a step sent
+    reach: Reach
+
+    @property
+    def _held(self) -> list[float]:
+        return sorted(c for c in self.capacities if c is not None)
+
+    @property
+    def rps(self) -> float | None:
+        """The median sweep's capacity (None: fewer than half the sweeps found a rate that held)."""
+        held = self._held
+        if 2 * len(held) < len(self.capacities):
+            return None
+        padded = [0.0] * (len(self.capacities) - len(held)) + held
+        return padded[len(padded) // 2]
+
+    @property
+    def low(self) -> float:
+        return self._held[0]
+
+    @property
+    def high(self) -> float:
+        return self._held[-1]
+
+
+def _band_words(found: Swept) -> str:
+    shown = ", ".join(f"{c:.3g}" if c is not None else "none" for c in found.capacities)
+    return f"{shown} rps"
+
+
+def _first_unreachable(plan: Plan) -> tuple[int, str] | None:
+    """The plan's first size whose weights fit and where the goodput share is unreachable, with the words."""
+    from console.bench.reach import reach, unreachable_words  # noqa: PLC0415
+
+    for tp in (plan.replica.tensor_parallel,) if plan.replica.tensor_parallel else TENSOR_PARALLEL_SIZES:
+        if usable_bytes(plan, tp) <= weight_bytes(plan):
+            continue
+        at_size = _at_size(plan, tp)
+        found = reach(at_size)
+        if not found.reachable:
+            return tp, unreachable_words(at_size, tp, found)
+        return None
+    return None
 
 
 def _targets_and_settings(plan: Plan) -> tuple[BenchTargets, StepSettings]:
-    """The first interactive workload's targets, and `capcon bench`'s default steps at its burstiness."""
+    """The first interactive workload's targets, and `capcon bench`'s default steps at its burstiness.
+
+    Each step sends at least enough requests to see the share it is judged on: ten misses at the share's
+    edge (1,000 requests at 99 %, 200 at 95 %), where a step of 100 could not tell 99 % from 98 %.
+    """
     # The simulator and the sweep only for a plan that needs them: every command reads plans through here.
     from console.bench.measure import targets_from  # noqa: PLC0415
     from console.bench.runner import StepSettings  # noqa: PLC0415
 
     workload = plan.interactive[0]
-    settings = StepSettings(burstiness=workload.burstiness, max_tokens=max(1, round(workload.tokens.output_mean)))
+    edge = max(1e-6, 1.0 - workload.targets.goodput_share)
+    settings = StepSettings(
+        burstiness=workload.burstiness,
+        max_tokens=max(1, round(workload.tokens.output_mean)),
+        min_requests=min(MAX_STEP_REQUESTS, max(StepSettings.min_requests, math.ceil(MISSES_TO_SEE / edge))),
+    )
     return targets_from(workload), settings
 
 
@@ -135,43 +219,39 @@ def _at_size(plan: Plan, tp: int) -> Plan:
     return replace(plan, capacity=Capacity(1.0, ESTIMATED), replica=replace(plan.replica, tensor_parallel=tp))
 
 
-def _swept(plan: Plan, tp: int, budget: TokenBudget) -> float | None:
-    """The sweep's capacity at tensor-parallel size `tp` (None: the weights do not fit, or no rate held)."""
+def swept_rps(plan: Plan, tp: int, budget: TokenBudget, seeds: int = 1) -> float | None:
+    """The capacity at tensor-parallel size `tp` over `seeds` sweeps (None: the weights do not fit, or no rate
+    holds). `--sizes` compares sizes with one sweep each: a comparison, not the plan's figure."""
+    found = _swept(plan, tp, budget, seeds)
+    return found.rps if found is not None else None
+
+
+def _swept(plan: Plan, tp: int, budget: TokenBudget, seeds: int = SEEDS) -> Swept | None:
+    """The sweeps' capacities at tensor-parallel size `tp` (None: the weights do not fit, or no rate can hold)."""
     at_size = _at_size(plan, tp)
-    if at_size in _sweeps:
-        return _sweeps[at_size]
+    if (at_size, seeds) in _sweeps:
+        return _sweeps[at_size, seeds]
+    from console.bench.reach import reach  # noqa: PLC0415
     from console.bench.simulated import plan_lengths, simulated_sweep  # noqa: PLC0415
     from console.bench.sweep import Sweep  # noqa: PLC0415
 
     found = None
     if usable_bytes(plan, tp) > weight_bytes(plan):
-        targets, settings = _targets_and_settings(plan)
-        sweep = Sweep(start=max(size(at_size).expected_rps_at_tpot_target, MIN_START_RPS))
-        simulated_sweep(at_size, plan_lengths(at_size, LENGTHS), targets, settings, sweep, budget)
-        found = sweep.capacity
-    _sweeps[at_size] = found
+        reached = reach(at_size)
+        if reached.reachable:
+            targets, settings = _targets_and_settings(plan)
+            start = max(size(at_size).expected_rps_at_tpot_target, MIN_START_RPS)
+            capacities: list[float | None] = []
+            for seed in range(seeds):
+                # Later sweeps start at the first one's capacity with finer steps: they only move the edge.
+                first = capacities[0] if capacities else None
+                sweep = Sweep(start=first, factor=REFINE_FACTOR) if first else Sweep(start=start)
+                lengths = plan_lengths(at_size, LENGTHS, seed)
+                simulated_sweep(at_size, lengths, targets, replace(settings, seed=seed), sweep, budget)
+                capacities.append(sweep.capacity)
+            found = Swept(tuple(capacities), settings.min_requests, reached)
+    _sweeps[at_size, seeds] = found
     return found
-
-
-def _goodput_at(
-    plan: Plan, tp: int, rate: float, targets: BenchTargets, settings: StepSettings, budget: TokenBudget | None = None
-) -> float:
-    """Mean goodput share of a step at `rate` over a few seeds (one step is noisy at a 99 % share)."""
-    from console.bench.simulated import plan_lengths, simulated_step  # noqa: PLC0415
-
-    at_size = replace(plan, replica=replace(plan.replica, tensor_parallel=tp))
-    shares = [
-        simulated_step(
-            at_size,
-            plan_lengths(at_size, settings.count(rate), seed),
-            rate,
-            replace(settings, seed=seed),
-            targets,
-            budget,
-        ).goodput_share
-        for seed in range(SEEDS)
-    ]
-    return sum(shares) / len(shares)
 
 
 def estimate_comment(plan: Plan) -> str:

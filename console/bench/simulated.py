@@ -132,6 +132,22 @@ def simulated_sweep(
     return steps
 
 
+def simulated_latencies(plan: Plan, lengths: Sequence[Lengths], rate: float, seed: int = 0) -> tuple[float, float]:
+    """Median TTFT and TPOT of len(lengths) Poisson arrivals at `rate` on a fresh simulated replica."""
+    engine = Engine(replica_shape(plan))
+    offsets = arrival_offsets(len(lengths), rate, 1.0, random.Random(f"{seed}:{rate}"))
+    requests = []
+    for index, ((prompt, answer, max_tokens), at) in enumerate(zip(lengths, offsets)):
+        engine.advance(at)
+        request = SimRequest(f"m{index}", prompt, answer, max_tokens, at)
+        engine.submit(request)
+        requests.append(request)
+    engine.advance((offsets[-1] if offsets else 0.0) + DRAIN_SECONDS)
+    ttfts = sorted(r.ttft for r in requests if r.ttft is not None)
+    tpots = sorted(r.tpot for r in requests if r.tpot is not None)
+    return ttfts[len(ttfts) // 2], tpots[len(tpots) // 2]
+
+
 def simulated_throughput(plan: Plan, lengths: Sequence[Lengths]) -> float:
     """Output tokens per second of the simulated replica given every request at once (the throughput mode)."""
     engine = Engine(replica_shape(plan))

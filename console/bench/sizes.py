@@ -67,7 +67,7 @@ def sizes_compared(plan: Plan) -> SizeComparison:
     correction = simulated_own = None
     if source != FROM_ESTIMATE:
         try:
-            simulated_own = estimate._swept(plan, own, budget)
+            simulated_own = estimate.swept_rps(plan, own, budget)
         except BudgetSpent:
             simulated_own = None
         if simulated_own:
@@ -94,15 +94,17 @@ def sizes_compared(plan: Plan) -> SizeComparison:
             )
             continue
         at_size = estimate._at_size(plan, tp)
-        rps = estimate._sweeps.get(at_size)
+        known = (at_size, estimate.SEEDS) if (at_size, estimate.SEEDS) in estimate._sweeps else (at_size, 1)
+        kept = estimate._sweeps.get(known)
+        rps = kept.rps if kept is not None else None
         covers = rps is not None and rps * scale >= peak
-        if at_size not in estimate._sweeps:
+        if known not in estimate._sweeps:
             try:
                 # The corrected rate covers the peak when the simulated one covers the peak over the correction.
                 rate = peak / scale
                 lengths = plan_lengths(at_size, settings.count(rate))
                 covers = simulated_step(at_size, lengths, rate, settings, targets, budget).holds(targets)
-                rps = None if covers else estimate._swept(plan, tp, budget)
+                rps = None if covers else estimate.swept_rps(plan, tp, budget)
             except BudgetSpent:
                 out.append(SizeEstimate(tp, None, False, None, None, None, over_budget=True))
                 continue

@@ -14,7 +14,7 @@ KV_MARGIN_WANTED = 0.10
 DECODE_MARGIN_WANTED = 0.10  # rps a replica carries at the TPOT target, over its share of the peak
 PREFILL_SHARE_BURSTS = 0.50  # of the replica's compute: prefill bursts then stall decode steps
 CONTEXT_SHARE_WARN = 0.10  # one request at max_model_len holding this share of the KV budget
-CAPACITY_OPTIMISM = 1.25  # measured capacity this far above the roofline's rps at targets
+DISAGREEMENT = 2.0  # the capacity this many times over or under the roofline's rate is warned of
 
 
 def warnings_for(plan: Plan, s: Sizing) -> tuple[str, ...]:
@@ -140,13 +140,29 @@ def _context(plan: Plan, s: Sizing) -> list[str]:
 
 
 def _capacity(s: Sizing) -> list[str]:
-    if (
-        s.expected_rps_at_tpot_target <= 0
-        or s.rps_per_replica_measured <= CAPACITY_OPTIMISM * s.expected_rps_at_tpot_target
-    ):
+    """The capacity and the roofline more than DISAGREEMENT apart, either way, with the limit each sees."""
+    if s.roofline_rps <= 0:
         return []
+    ratio = s.rps_per_replica_measured / s.roofline_rps
+    if 1 / DISAGREEMENT <= ratio <= DISAGREEMENT:
+        return []
+    sees = {
+        "estimated": "the simulated replica's sweep (prefill stalls, queueing and the latency tail at the goodput share)",
+        "measured": "the bench's goodput at the targets",
+        "hand-written": "what was written in the plan",
+    }[s.capacity_origin]
+    roofline = (
+        f"the roofline's {units.rps(s.roofline_rps)} (it sees {s.roofline_limit}: decode at the TPOT target "
+        f"allows {units.rps(s.expected_rps_at_tpot_target)}, compute {units.rps(s.expected_compute_rps)})"
+    )
+    if ratio > DISAGREEMENT:
+        return [
+            f"{s.capacity_origin} capacity looks optimistic: {units.rps(s.rps_per_replica_measured)} per replica "
+            f"({s.capacity_source}; {sees}) is {ratio:.1f}x {roofline}, which no replica exceeds by much; "
+            f"{'re-measure' if s.capacity_origin == 'measured' else 'measure'} goodput on real prompts"
+        ]
     return [
-        f"{s.capacity_origin} capacity looks optimistic: {units.rps(s.rps_per_replica_measured)} per replica "
-        f"({s.capacity_source}) against the roofline's {units.rps(s.expected_rps_at_tpot_target)} at targets and "
-        f"expected efficiency; {'re-measure' if s.capacity_origin == 'measured' else 'measure'} goodput on real prompts"
+        f"{s.capacity_origin} capacity is {1 / ratio:.1f}x under the roofline: {units.rps(s.rps_per_replica_measured)} "
+        f"per replica ({s.capacity_source}; {sees}) against {roofline}; the latency targets, not the GPU's rates, "
+        "bind: look at the TTFT target against long prompts' prefill and at the goodput share"
     ]

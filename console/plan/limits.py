@@ -206,6 +206,8 @@ LIMITS: dict[str, Limit] = {
     "gpu.memory_gb": Limit(0.0, 10_000, "GB", low_open=True),
     "gpu.bandwidth_tb_s": Limit(0.001, 1000, "TB/s"),
     "gpu.tflops_bf16": Limit(0.001, 100_000, "TFLOP/s"),
+    "gpu.tflops_fp8": Limit(0.001, 100_000, "TFLOP/s"),
+    "gpu.tflops_int8": Limit(0.001, 100_000, "TFLOP/s"),
     "gpu.price_per_hour": Limit(0.0, 10_000, "dollars per GPU-hour"),
     "replica.usable_memory_share": SHARE,
     "replica.overhead_gb_per_gpu": Limit(0.0, 10_000, "GB"),

@@ -12,6 +12,8 @@ from typing import Literal
 
 WeightPrecision = Literal["fp16", "bf16", "int8", "fp8", "int4"]
 KvPrecision = Literal["fp16", "bf16", "fp8"]
+# The precision the GEMMs run at: FP8 weights on Hopper run W8A8 FP8 GEMMs, 4-bit weights are dequantised to bf16.
+ComputePrecision = Literal["fp16", "bf16", "fp8", "int8"]
 WorkloadKind = Literal["interactive", "deferrable"]
 OverflowMode = Literal["bounded_queue", "hosted", "defer"]
 
@@ -32,6 +34,9 @@ class Model:
     attention_heads: int | None = None
     hidden_size: int | None = None
     max_model_len: int | None = None  # tokens; the context cap, when the plan sets one
+    # None: from the weights and the GPU (console/plan/sizing.compute_precision); set for weight-only
+    # quantisation (W8A16, W4A16: bf16) or to say what the kernels really run.
+    compute_precision: ComputePrecision | None = None
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,9 @@ class Gpu:
     bandwidth_bytes_per_second: float
     flops_per_second: float  # dense bf16
     price_per_hour: float  # dollars per GPU-hour
+    # Dense tensor throughput at 8 bits; None where the GPU has no such tensor cores (no FP8 before Ada/Hopper).
+    fp8_flops_per_second: float | None = None
+    int8_flops_per_second: float | None = None
 
 
 @dataclass(frozen=True)
@@ -52,7 +60,7 @@ class Replica:
     # H200 roofline calibration (decode 0.52-0.73 of bandwidth, prefill ~0.57).
     bandwidth_efficiency: float = 0.70
     compute_efficiency: float = 0.57
-    max_num_seqs: int = 256  # vLLM's batch cap; used by the simulator
+    max_num_seqs: int = 256  # vLLM's batch cap; the loader sets vLLM's default for the GPU (1024 on H100/H200)
     block_size: int = 16  # tokens per KV block; used by the simulator
 
 
@@ -110,6 +118,9 @@ class Capacity:
     # deferrable work in GPU-hours. None: deferrable work is counted in interactive equivalents.
     throughput_tokens_per_second: float | None = None
     throughput_source: str = ""  # who measured it, and when
+    # An estimate's band: the lowest and highest capacity over the sweeps it ran (None: measured, or no band).
+    low: float | None = None
+    high: float | None = None
 
     @property
     def estimated(self) -> bool:

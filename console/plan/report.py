@@ -68,6 +68,9 @@ ESTIMATED_KEYS = (
     "cost_per_million_tokens_mean",
     *_OPERATING_KEYS,
     *(f"expected_{key}" for key in (*_OPERATING_KEYS, "batch_limited")),
+    "expected_compute_rps",
+    "roofline_rps",
+    "roofline_limit",
     "warnings",
     *SCHEDULE_KEYS,
 )
@@ -123,6 +126,16 @@ def _days(weekdays: list[int]) -> str:
     return ", ".join(runs)
 
 
+def _compute_words(s: Sizing) -> str:
+    """'BF16', or 'FP8 (the fp8 weights' GEMMs)': the rate the report computes prefill at, and why."""
+    name = s.compute_precision.upper()
+    if s.compute_precision in ("fp8", "int8") and s.weight_precision in ("fp8", "int8"):
+        return f"{name} (W8A8: the {s.weight_precision} weights' GEMMs run at 8 bits)"
+    if s.compute_precision in ("bf16", "fp16") and s.weight_precision in ("fp8", "int8", "int4"):
+        return f"{name} ({s.weight_precision} weights dequantised: W{8 if s.weight_precision != 'int4' else 4}A16)"
+    return name
+
+
 def _header(s: Sizing, source: str) -> list[str]:
     stream_target = 1.0 / s.tpot_target_seconds
     return [
@@ -130,7 +143,7 @@ def _header(s: Sizing, source: str) -> list[str]:
         f"  model     {s.model_name}: {units.parameters(s.parameters)} parameters, "
         f"{s.weight_precision} weights, {s.kv_precision} KV cache",
         f"  GPU       {s.gpu_name}: {units.data(s.gpu_memory_bytes)}, {units.bandwidth(s.gpu_bandwidth_bytes_per_second)}, "
-        f"{units.flops(s.gpu_flops_per_second)} dense BF16, {units.dollars(s.gpu_price_per_hour)} per GPU-hour",
+        f"{units.flops(s.gpu_flops_per_second)} dense {_compute_words(s)}, {units.dollars(s.gpu_price_per_hour)} per GPU-hour",
         f"  traffic   peak {units.rps(s.peak_rps)} ({units.slot(s.peak_weekday, s.peak_hour)}), mean "
         f"{units.rps(s.mean_rps)}, interactive; {s.input_tokens_mean:,.0f} input and "
         f"{s.output_tokens_mean:,.0f} output tokens per request (mean)",
@@ -153,8 +166,13 @@ def _capacity(s: Sizing) -> list[str]:
         break_on_hyphens=False,
         break_long_words=False,
     )
+    band = (
+        f" ({units.rps(s.capacity_low).removesuffix(' rps')}-{units.rps(s.capacity_high).removesuffix(' rps')})"
+        if s.capacity_low is not None and s.capacity_high is not None
+        else ""
+    )
     return [
-        f"  capacity  ~{rps} per replica at the goodput target: ESTIMATED, not measured:",
+        f"  capacity  ~{rps}{band} per replica at the goodput target: ESTIMATED, not measured:",
         *(f"            {line}" for line in note),
     ]
 
@@ -275,6 +293,14 @@ def _peak(s: Sizing) -> list[str]:
             units.rps(s.rps_at_tpot_target),
             units.rps(s.expected_rps_at_tpot_target),
             "decode roofline only; prefill and queueing lower it, the plan's capacity decides",
+        ),
+        _pair(
+            "roofline capacity",
+            dash,
+            units.rps(s.roofline_rps),
+            f"the lower of the above and compute: {units.rps(s.expected_compute_rps)} whose "
+            f"{s.input_tokens_mean + s.output_tokens_mean:,.0f} tokens each fill {tp} x "
+            f"{units.flops(s.gpu_flops_per_second)} x {s.compute_efficiency:g}",
         ),
         _pair(
             "prefill load",

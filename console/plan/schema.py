@@ -49,6 +49,7 @@ from console.plan.model import (
     TENSOR_PARALLEL_SIZES,
     Actuator,
     Capacity,
+    ComputePrecision,
     DataRules,
     FleetSource,
     GatewayAddress,
@@ -66,6 +67,7 @@ from console.plan.model import (
     Workload,
     WorkloadKind,
 )
+from console.plan.sizing import precision_flops
 from console.plan.zones import ZoneNameError, zone_info
 from console.targets import (
     TARGET_EXPECTED,
@@ -75,6 +77,7 @@ from console.targets import (
 
 WEIGHT_PRECISIONS: tuple[WeightPrecision, ...] = ("fp16", "bf16", "int8", "fp8", "int4")
 KV_PRECISIONS: tuple[KvPrecision, ...] = ("fp16", "bf16", "fp8")
+COMPUTE_PRECISIONS: tuple[ComputePrecision, ...] = ("bf16", "fp16", "fp8", "int8")
 OVERFLOW_MODES: tuple[OverflowMode, ...] = ("bounded_queue", "hosted", "defer")
 WORKLOAD_KINDS: tuple[WorkloadKind, ...] = ("interactive", "deferrable")
 _Choice = TypeVar("_Choice", bound=str)  # one of the Literal types above
@@ -284,11 +287,13 @@ class _Field:
 # Sections ----------------------------------------------------------------------------------
 
 
+_MODEL_REQUIRED = ("name", "parameters", "layers", "kv_heads", "head_dim", "weight_precision", "kv_precision")
+_MODEL_OPTIONAL = ("attention_heads", "hidden_size", "max_model_len", "compute_precision")
+_MODEL_KEYS = _MODEL_REQUIRED + _MODEL_OPTIONAL
+
+
 def _model(f: _Field) -> Model:
-    m = f.mapping(
-        ("name", "parameters", "layers", "kv_heads", "head_dim", "weight_precision", "kv_precision"),
-        ("attention_heads", "hidden_size", "max_model_len"),
-    )
+    m = f.mapping(_MODEL_REQUIRED, _MODEL_OPTIONAL)
 
     def whole(key: str) -> int:
         return m[key].integer(LIMITS[f"model.{key}"])
@@ -307,7 +312,14 @@ def _model(f: _Field) -> Model:
         attention_heads=optional_whole("attention_heads"),
         hidden_size=optional_whole("hidden_size"),
         max_model_len=optional_whole("max_model_len"),
+        compute_precision=m["compute_precision"].choice(COMPUTE_PRECISIONS) if "compute_precision" in m else None,
     )
+    if model.compute_precision in ("fp8", "int8") and model.weight_precision in ("fp16", "bf16"):
+        raise m["compute_precision"].fail(
+            f"{model.weight_precision} weights cannot run {model.compute_precision} GEMMs",
+            f"weight_precision: {model.compute_precision} for a checkpoint quantised to 8 bits (vLLM's "
+            "--quantization fp8 quantises bf16 weights at load), or compute_precision bf16",
+        )
     if model.attention_heads is not None and model.attention_heads % model.kv_heads:
         raise m["attention_heads"].fail(
             f"{model.attention_heads} attention heads do not group into {model.kv_heads} KV heads",
@@ -317,10 +329,11 @@ def _model(f: _Field) -> Model:
 
 
 _GPU_FIGURES = ("memory_gb", "bandwidth_tb_s", "tflops_bf16", "price_per_hour")
+_GPU_EIGHT_BIT = ("tflops_fp8", "tflops_int8")  # optional: a GPU without them computes at 16 bits
 
 
 def _gpu(f: _Field) -> Gpu:
-    g = f.mapping((), ("preset", "name") + _GPU_FIGURES)
+    g = f.mapping((), ("preset", "name") + _GPU_FIGURES + _GPU_EIGHT_BIT)
     base: Gpu | None = None
     if "preset" in g:
         wanted = g["preset"].text()
@@ -346,6 +359,9 @@ def _gpu(f: _Field) -> Gpu:
             )
         return float(fallback)
 
+    def eight_bit(key: str, fallback: float | None) -> float | None:
+        return g[key].number(LIMITS[f"gpu.{key}"]) * catalog.TFLOP if key in g else fallback
+
     name = g["name"].name() if "name" in g else (base.name if base else "custom GPU")
     return Gpu(
         name=name,
@@ -355,15 +371,18 @@ def _gpu(f: _Field) -> Gpu:
         ),
         flops_per_second=figure("tflops_bf16", catalog.TFLOP, base.flops_per_second if base else None),
         price_per_hour=figure("price_per_hour", 1.0, base.price_per_hour if base else None),
+        fp8_flops_per_second=eight_bit("tflops_fp8", base.fp8_flops_per_second if base else None),
+        int8_flops_per_second=eight_bit("tflops_int8", base.int8_flops_per_second if base else None),
     )
 
 
 _ANY_WHOLE = Limit(-math.inf, math.inf, whole=True)
 
 
-def _replica(f: _Field | None) -> Replica:
+def _replica(f: _Field | None, gpu: Gpu) -> Replica:
+    # vLLM's default batch cap depends on the GPU: the plan's replica is the engine it would start.
     if f is None:
-        return Replica(tensor_parallel=None)
+        return Replica(tensor_parallel=None, max_num_seqs=catalog.default_max_num_seqs(gpu))
     r = f.mapping(
         (),
         (
@@ -403,7 +422,7 @@ def _replica(f: _Field | None) -> Replica:
         overhead_bytes_per_gpu=figure("overhead_gb_per_gpu", 0.0) * catalog.GB,
         bandwidth_efficiency=figure("bandwidth_efficiency", defaults.bandwidth_efficiency),
         compute_efficiency=figure("compute_efficiency", defaults.compute_efficiency),
-        max_num_seqs=whole("max_num_seqs", defaults.max_num_seqs),
+        max_num_seqs=whole("max_num_seqs", catalog.default_max_num_seqs(gpu)),
         block_size=whole("block_size", defaults.block_size),
     )
 
@@ -542,6 +561,18 @@ def _capacity(f: _Field | None) -> Capacity | None:
         note=c["note"].name(MAX_NOTE_LENGTH, newlines=True) if "note" in c else "",
         throughput_tokens_per_second=throughput,
         throughput_source=throughput_source,
+    )
+
+
+def _check_compute_precision(plan: Plan, model: _Field) -> None:
+    """A compute precision the GPU has tensor cores for (an A100 has no FP8: vLLM runs FP8 weights as W8A16)."""
+    wanted = plan.model.compute_precision
+    if wanted is None or precision_flops(plan.gpu, wanted) is not None:
+        return
+    field = model.mapping((), tuple(_MODEL_KEYS))["compute_precision"]
+    raise field.fail(
+        f"{plan.gpu.name} has no {wanted.upper()} tensor cores in the catalog",
+        f"bf16 (the weights are dequantised), or gpu.tflops_{wanted} with the datasheet's dense figure",
     )
 
 
@@ -1010,8 +1041,8 @@ def parse_plan(text: str, source_name: str, estimate: CapacityEstimator | None =
         name=top["name"].name() if "name" in top else Path(source_name).stem,
         timezone=_timezone(top["timezone"]) if "timezone" in top else "UTC",
         model=_model(top["model"]),
-        gpu=_gpu(top["gpu"]),
-        replica=_replica(top.get("replica")),
+        gpu=(gpu := _gpu(top["gpu"])),
+        replica=_replica(top.get("replica"), gpu),
         workloads=_workloads(top["workloads"]),
         capacity=_UNSET if needs_estimate else measured,  # type: ignore[arg-type]  # measured is set here
         redundancy=top["redundancy"].integer(LIMITS["redundancy"]) if "redundancy" in top else 1,
@@ -1024,6 +1055,7 @@ def parse_plan(text: str, source_name: str, estimate: CapacityEstimator | None =
         source_path=source_name,
         source_text=text,
     )
+    _check_compute_precision(plan, top["model"])
     _check_input_within_context(plan, top["workloads"])
     if needs_estimate:
         plan = _estimated(plan, measured, estimate)

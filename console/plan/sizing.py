@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from console.plan import advice, catalog
-from console.plan.model import TENSOR_PARALLEL_SIZES, Plan, Workload
+from console.plan.model import TENSOR_PARALLEL_SIZES, Gpu, Plan, Workload
 
 FLOP_PER_PARAMETER_PER_TOKEN = 2.0  # prefill costs about 2 FLOP per parameter per token (docs/method.md)
 MAX_ITERATIONS = 100_000
@@ -183,7 +183,8 @@ class Sizing:
     kv_bytes_per_element: int
     gpu_memory_bytes: float
     gpu_bandwidth_bytes_per_second: float
-    gpu_flops_per_second: float
+    gpu_flops_per_second: float  # dense, at the compute precision
+    compute_precision: str  # what the GEMMs run at: bf16, fp16, fp8, int8
     gpu_price_per_hour: float
     usable_memory_share: float
     overhead_bytes_per_gpu: float
@@ -199,6 +200,8 @@ class Sizing:
     capacity_source: str
     capacity_estimated: bool  # no measurement: the planner's estimate (ESTIMATED_KEYS rest on it)
     capacity_note: str
+    capacity_low: float | None  # an estimate's band (None: measured)
+    capacity_high: float | None
     redundancy: int
     per_replica_peak_rps: float
     input_tokens_mean: float
@@ -250,6 +253,11 @@ class Sizing:
     expected_batch_limited: bool
     expected_rps_at_tpot_target: float
     expected_prefill_compute_share: float
+    # The roofline's capacity: the lower of the decode rate at the TPOT target and the rate whose prompt and
+    # answer tokens use all the compute (both at the plan's efficiencies), and which of the two it is.
+    expected_compute_rps: float
+    roofline_rps: float
+    roofline_limit: str  # "decode at the TPOT target" or "compute"
     weights_fit: bool
     warnings: tuple[str, ...]
 
@@ -263,6 +271,35 @@ class Sizing:
         if self.capacity_estimated:
             return "estimated"
         return "hand-written" if self.capacity_source == "manual" else "measured"
+
+
+# What vLLM runs each weight precision's GEMMs at when the plan does not say: FP8 checkpoints as W8A8 FP8
+# (Hopper, Ada; on a GPU without FP8 tensor cores the weights are dequantised, W8A16), 4-bit ones dequantised
+# to 16 bits (AWQ, GPTQ Marlin: W4A16). INT8 is either (W8A8 SmoothQuant or compressed-tensors, W8A16 GPTQ):
+# the slower reading, 16 bits, unless the plan says `compute_precision: int8`.
+_DEFAULT_COMPUTE: dict[str, str] = {"fp16": "fp16", "bf16": "bf16", "fp8": "fp8", "int8": "bf16", "int4": "bf16"}
+
+
+def compute_precision(plan: Plan) -> str:
+    """The precision the replica's matrix multiplies run at: the plan's `compute_precision`, else from its weights."""
+    if plan.model.compute_precision is not None:
+        return plan.model.compute_precision
+    wanted = _DEFAULT_COMPUTE[plan.model.weight_precision]
+    return wanted if precision_flops(plan.gpu, wanted) is not None else "bf16"
+
+
+def precision_flops(gpu: Gpu, precision: str) -> float | None:
+    """Dense FLOP/s of one GPU at `precision` (None: the GPU has no tensor cores for it)."""
+    if precision == "fp8":
+        return gpu.fp8_flops_per_second
+    if precision == "int8":
+        return gpu.int8_flops_per_second
+    return gpu.flops_per_second  # fp16 and bf16 run at the same rate
+
+
+def flops_per_gpu(plan: Plan) -> float:
+    """Dense FLOP/s of one of the replica's GPUs at the plan's compute precision (datasheet)."""
+    return precision_flops(plan.gpu, compute_precision(plan)) or plan.gpu.flops_per_second
 
 
 def weight_bytes(plan: Plan) -> float:
@@ -303,10 +340,17 @@ def _at(
         kv_bytes_per_request=held * kv_bytes_per_token(plan),
         kv_budget_bytes=usable_bytes(plan, tensor_parallel) - weight_bytes(plan),
         bandwidth=plan.gpu.bandwidth_bytes_per_second * bandwidth_share,
-        flops=plan.gpu.flops_per_second * compute_share,
+        flops=flops_per_gpu(plan) * compute_share,
         max_num_seqs=plan.replica.max_num_seqs,
         tpot_target=demand.tpot_target_seconds,
     )
+
+
+def _compute_rps(plan: Plan, demand: Demand, tensor_parallel: int) -> float:
+    """Requests/s whose prompt and answer tokens take all the replica's FLOP/s at the compute efficiency."""
+    tokens = demand.input_tokens_mean + demand.output_tokens_mean
+    flops = tensor_parallel * flops_per_gpu(plan) * plan.replica.compute_efficiency
+    return flops / (tokens * FLOP_PER_PARAMETER_PER_TOKEN * plan.model.parameters)
 
 
 def choose_tensor_parallel(plan: Plan, demand: Demand, rps: float) -> int:
@@ -367,7 +411,8 @@ def size(plan: Plan) -> Sizing:
         kv_bytes_per_element=catalog.KV_BYTES_PER_ELEMENT[plan.model.kv_precision],
         gpu_memory_bytes=plan.gpu.memory_bytes,
         gpu_bandwidth_bytes_per_second=plan.gpu.bandwidth_bytes_per_second,
-        gpu_flops_per_second=plan.gpu.flops_per_second,
+        gpu_flops_per_second=flops_per_gpu(plan),
+        compute_precision=compute_precision(plan),
         gpu_price_per_hour=plan.gpu.price_per_hour,
         usable_memory_share=plan.replica.usable_memory_share,
         overhead_bytes_per_gpu=plan.replica.overhead_bytes_per_gpu,
@@ -383,6 +428,8 @@ def size(plan: Plan) -> Sizing:
         capacity_source=plan.capacity.source,
         capacity_estimated=plan.capacity.estimated,
         capacity_note=plan.capacity.note,
+        capacity_low=plan.capacity.low,
+        capacity_high=plan.capacity.high,
         redundancy=plan.redundancy,
         per_replica_peak_rps=per_replica_rps,
         input_tokens_mean=demand.input_tokens_mean,
@@ -434,6 +481,9 @@ def size(plan: Plan) -> Sizing:
         expected_batch_limited=expected.batch_limited,
         expected_rps_at_tpot_target=expected.rps_at_tpot_target,
         expected_prefill_compute_share=expected.prefill_compute_share,
+        expected_compute_rps=(compute_rps := _compute_rps(plan, demand, tp)),
+        roofline_rps=min(expected.rps_at_tpot_target, compute_rps),
+        roofline_limit="compute" if compute_rps < expected.rps_at_tpot_target else "decode at the TPOT target",
         weights_fit=budget > 0,
         warnings=(),
     )

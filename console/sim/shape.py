@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from console.plan import sizing
+from console.plan import catalog, sizing
 from console.plan.model import Plan
 
 GIB = 1024**3
@@ -33,7 +33,7 @@ class ReplicaShape:
     max_num_batched_tokens: int
     max_model_len: int
     bandwidth_bytes_per_second: float  # per GPU, datasheet
-    flops_per_second: float  # per GPU, datasheet
+    flops_per_second: float  # per GPU, datasheet, at the plan's compute precision
     bandwidth_efficiency: float
     compute_efficiency: float
     gpu_memory_bytes: float
@@ -56,8 +56,7 @@ def replica_shape(plan: Plan) -> ReplicaShape:
     block = plan.replica.block_size
     num_blocks = max(0, int(kv_budget // (kv_per_token * block)))
     max_model_len = plan.model.max_model_len or DEFAULT_MAX_MODEL_LEN
-    # vLLM's API-server default token budget per step: 8192 on GPUs of 70 GiB and more, else 2048.
-    batched = 8192 if plan.gpu.memory_bytes >= 70 * GIB else 2048
+    batched = catalog.default_max_num_batched_tokens(plan.gpu)
     return ReplicaShape(
         model_name=plan.model.name,
         parameters=plan.model.parameters,
@@ -71,7 +70,7 @@ def replica_shape(plan: Plan) -> ReplicaShape:
         max_num_batched_tokens=batched,
         max_model_len=max_model_len,
         bandwidth_bytes_per_second=plan.gpu.bandwidth_bytes_per_second,
-        flops_per_second=plan.gpu.flops_per_second,
+        flops_per_second=sizing.flops_per_gpu(plan),
         bandwidth_efficiency=plan.replica.bandwidth_efficiency,
         compute_efficiency=plan.replica.compute_efficiency,
         gpu_memory_bytes=plan.gpu.memory_bytes,

@@ -59,7 +59,22 @@ def _warnings(plan_json, write_plan, changes) -> list[str]:
 
 
 def test_a_comfortable_plan_has_no_warnings(plan_json, write_plan):
-    assert _warnings(plan_json, write_plan, {}) == []
+    # 8B in bf16 on an H100 SXM: a capacity within 2x of its roofline (27.1 rps, compute-bound).
+    assert _warnings(plan_json, write_plan, {"capacity": {"rps_per_replica": 20}}) == []
+
+
+def test_a_capacity_far_under_the_roofline_is_warned_with_the_limit_each_sees(plan_json, write_plan):
+    found = _warnings(plan_json, write_plan, {"capacity": {"rps_per_replica": 5}})
+    (warning,) = [w for w in found if "under the roofline" in w]
+    assert warning.startswith("hand-written capacity is 5.4x under the roofline: 5.00 rps per replica")
+    assert "it sees compute" in warning and "what was written in the plan" in warning
+
+
+def test_a_capacity_far_over_the_roofline_is_called_optimistic(plan_json, write_plan):
+    found = _warnings(plan_json, write_plan, {"capacity": {"rps_per_replica": 60}})
+    (warning,) = [w for w in found if "optimistic" in w]
+    assert warning.startswith("hand-written capacity looks optimistic: 60.0 rps per replica")
+    assert "2.2x the roofline's 27.1 rps" in warning
 
 
 def test_warns_when_weights_do_not_fit(plan_json, write_plan):

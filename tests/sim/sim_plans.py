@@ -70,7 +70,7 @@ def example_a(
 def office_assistant(rps_peak: float = 18.0, capacity: float = 5.0) -> Plan:
     """Example B's shape (METHOD §6): one GPU per replica, weekday peak 18 rps, nights and weekends 2 rps.
 
-    The seed names no model or GPU. A 14B-class model (Qwen2.5-14B's shape) in FP8 on one
+    The seed names no model or GPU. A 14B-class model (Qwen2.5-14B's shape) in INT8 (W8A16) on one
     H100 SXM, with the lengths and targets of plans/internal-assistant-18rps.yaml, is a choice
     whose simulated replica holds 99 % goodput to about 5-6 rps, as the seed's replica does.
     """
@@ -82,7 +82,7 @@ def office_assistant(rps_peak: float = 18.0, capacity: float = 5.0) -> Plan:
             layers=48,
             kv_heads=8,
             head_dim=128,
-            weight_precision="fp8",
+            weight_precision="int8",
             kv_precision="fp16",
             max_model_len=8192,
         ),

@@ -19,14 +19,25 @@ def shape():
     return replica_shape(example_a())
 
 
-def formula_step(shape, kv_tokens: int, prefill_tokens: int, overhead: float) -> float:
-    """METHOD §3 step time written out independently of the engine."""
+def formula_step(shape, kv_tokens: int, tokens: int, overhead: float) -> float:
+    """METHOD §3 step time written out independently of the engine: the weights or the GEMMs, whichever is
+    longer, then the KV read."""
     tp = shape.tensor_parallel
-    memory = (shape.weight_bytes / tp + kv_tokens * shape.kv_bytes_per_token / tp) / (
-        shape.bandwidth_bytes_per_second * shape.bandwidth_efficiency
-    )
-    compute = prefill_tokens * 2 * shape.parameters / tp / (shape.flops_per_second * shape.compute_efficiency)
-    return overhead + memory + compute
+    bandwidth = shape.bandwidth_bytes_per_second * shape.bandwidth_efficiency
+    weights = shape.weight_bytes / tp / bandwidth
+    kv = kv_tokens * shape.kv_bytes_per_token / tp / bandwidth
+    compute = tokens * 2 * shape.parameters / tp / (shape.flops_per_second * shape.compute_efficiency)
+    return overhead + max(weights, compute) + kv
+
+
+def test_a_large_decode_batch_waits_on_the_tensor_cores_not_the_weights(shape):
+    # 1,024 decode tokens of a 70B model: the GEMMs take longer than reading the weights once.
+    engine = Engine(shape, step_overhead_seconds=0.0)
+    small = engine.decode_step_seconds(0, decode_tokens=1)
+    large = engine.decode_step_seconds(0, decode_tokens=1024)
+    assert small == pytest.approx(formula_step(shape, 0, 1, 0.0))
+    assert large == pytest.approx(formula_step(shape, 0, 1024, 0.0))
+    assert large > 2 * small
 
 
 def test_shape_of_example_a_follows_method(shape):
@@ -48,7 +59,7 @@ def test_lone_request_timing_is_the_roofline(shape):
     assert request.first_scheduled == 5.0
     assert request.ttft == pytest.approx(prefill)
     # Two decode steps follow, reading the context so far (1001, then 1002 tokens).
-    decodes = formula_step(shape, 1001, 0, overhead) + formula_step(shape, 1002, 0, overhead)
+    decodes = formula_step(shape, 1001, 1, overhead) + formula_step(shape, 1002, 1, overhead)
     assert request.e2e == pytest.approx(prefill + decodes)
     assert request.tpot == pytest.approx(decodes / 2)
     assert request.finished_reason == "stop"
