@@ -50,74 +50,19 @@ HISTOGRAMS: dict[str, tuple[str, ...]] = {
 
 # vLLM's default buckets (vllm/v1/metrics/loggers.py, 0.32): the simulated fleet exposes them, and the rule file
 # judges a latency target on the bound at or above it (console.engines.rules).
+# fmt: off
 TTFT_BUCKETS = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-    160.0,
-    640.0,
-    2560.0,
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+    80.0, 160.0, 640.0, 2560.0
 )
 ITL_BUCKETS = (
-    0.01,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.4,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0
 )
 LATENCY_BUCKETS = (
-    0.3,
-    0.5,
-    0.8,
-    1.0,
-    1.5,
-    2.0,
-    2.5,
-    5.0,
-    10.0,
-    15.0,
-    20.0,
-    30.0,
-    40.0,
-    50.0,
-    60.0,
-    120.0,
-    240.0,
-    480.0,
-    960.0,
-    1920.0,
-    7680.0,
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
+    960.0, 1920.0, 7680.0
 )
+# fmt: on
 # The bounds of each latency histogram a plan's target is judged on: per-request TPOT has the inter-token buckets.
 BUCKET_BOUNDS: dict[str, tuple[float, ...]] = {
     "ttft": TTFT_BUCKETS,

@@ -158,6 +158,9 @@ UNUSUAL: dict[str, Unusual] = {
         expected="at most 50 TB/s",
     ),
     "gpu.tflops_bf16": Unusual(20_000.0, lambda v: f"{number(v)} TFLOP/s", _tflops, expected="at most 20000 TFLOP/s"),
+    # 8-bit tensor cores run at about twice the 16-bit rate.
+    "gpu.tflops_fp8": Unusual(40_000.0, lambda v: f"{number(v)} TFLOP/s", _tflops, expected="at most 40000 TFLOP/s"),
+    "gpu.tflops_int8": Unusual(40_000.0, lambda v: f"{number(v)} TFLOP/s", _tflops, expected="at most 40000 TFLOP/s"),
     "gpu.price_per_hour": Unusual(
         200.0,
         lambda v: "a GPU for free: every cost reads 0" if v <= 0 else f"{number(v)} dollars a GPU-hour",

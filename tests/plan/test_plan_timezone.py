@@ -17,10 +17,12 @@ def _with_zone(zone_line: str) -> str:
 
 
 def test_unknown_zone_names_the_line_the_key_and_what_was_expected():
+    text = _with_zone("timezone: Europe/Atlantis\n")
+    line = text.splitlines().index("timezone: Europe/Atlantis") + 1
     with pytest.raises(PlanError) as error:
-        parse_plan(_with_zone("timezone: Europe/Atlantis\n"), "p.yaml")
+        parse_plan(text, "p.yaml")
     message = str(error.value)
-    assert message.startswith("p.yaml:15: timezone: unknown time zone 'Europe/Atlantis'")
+    assert message.startswith(f"p.yaml:{line}: timezone: unknown time zone 'Europe/Atlantis'")
     assert "IANA" in message
 
 
