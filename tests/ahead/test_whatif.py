@@ -166,6 +166,7 @@ def test_the_gateways_queue_carried_in_is_refused_at_its_deadline_when_nothing_f
     assert _backlog_run(whatif.Backlog(), replicas=1, rps=1.0, policy=bounded, cap=CAP).refused_share == 0.0
 
 
+@pytest.mark.slow  # three whole-fleet runs of ten simulated minutes: a long run
 def test_a_new_replica_that_serves_after_its_lead_time_helps_only_after_it():
     spike = Workload((24.0,) * 3, LENGTHS)  # 8 rps a replica on three, past the 5 they hold; every replica simulated
     now = run_scenario(SHAPE, Scenario("now", 3, PASS), spike, COSTS)
@@ -179,6 +180,7 @@ def test_a_new_replica_that_serves_after_its_lead_time_helps_only_after_it():
     assert at_once.tpot_p95_seconds < late.tpot_p95_seconds * 0.7
 
 
+@pytest.mark.slow  # a slice of the fleet simulated over its lead time: a long run
 def test_in_a_slice_the_lead_time_holds_the_smaller_fleets_share_until_the_join():
     # 40 replicas at 8 rps each: more arrivals than a scenario simulates, so a slice of them runs.
     big = Workload((320.0,) * 2, LENGTHS)

@@ -118,3 +118,15 @@ def test_a_reachable_plan_is_estimated_and_says_how_much_misses_alone(plan):
     reachable = replace(plan, capacity=Capacity(1.0, "estimate"))
     found = reach(reachable)
     assert found.reachable and found.missing > 0  # 95 %: the same tail, now within the share
+
+
+def test_at_95_percent_the_newcomers_plan_is_estimated_within_2x_of_its_roofline_or_warned(tmp_path):
+    from console.plan.sizing import size
+
+    estimated = estimate.parse_plan(newcomer(0.95), str(tmp_path / "newcomer.yaml"))
+    sized = size(estimated)
+    assert estimated.capacity.estimated and estimated.capacity.low is not None
+    ratio = estimated.capacity.rps_per_replica / sized.roofline_rps
+    warned = any("roofline" in warning for warning in sized.warnings)
+    assert 0.5 <= ratio <= 2.0 or warned
+    assert "0.8% of requests miss a target even alone" in estimated.capacity.note  # the same tail, within 5 %

@@ -23,6 +23,7 @@ def polls_in(db: Path) -> list[tuple[int, float]]:
         return connection.execute("SELECT id, at FROM polls ORDER BY at").fetchall()
 
 
+@pytest.mark.slow  # 256 targets polled for a while: a long run
 @pytest.mark.timeout(120)
 def test_256_targets_with_a_share_faulty_write_every_poll(tmp_path):
     db = tmp_path / "history.sqlite"

@@ -26,6 +26,7 @@ def in_terminal(command: list[str], data_home) -> Tmux:
     return Tmux(line, width=140, height=30)
 
 
+@pytest.mark.slow  # the console in tmux, twice, around a locked file: a long run
 def test_watch_records_by_default_and_its_header_shows_a_locked_file(tmp_path):
     data_home = tmp_path / "data"
     path = data_home / "capcon" / "history.sqlite"
