@@ -106,8 +106,11 @@ def test_the_demo_story_spike_suggestion_bounded_queue_hosted_and_back(tmp_path)
                 tmux.keys("x")
                 spiked = time.monotonic()
             time.sleep(0.5)
-        screen = tmux.screen()
-        assert re.search(r"✖ CRIT\s*(saturated|SLO breach)", screen), screen
+        # The critical flag follows within its hold (30 s): the suggestion can come first.
+        deadline = time.monotonic() + 45
+        while not re.search(r"✖ CRIT\s*(saturated|SLO breach)", screen := tmux.screen()):
+            assert time.monotonic() < deadline, screen
+            time.sleep(0.5)
 
         # Bounded queue: the gateway refuses the excess; what it admits meets the TTFT target again.
         before = read(port)
