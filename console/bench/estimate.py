@@ -35,7 +35,6 @@ last_budget: TokenBudget | None = None  # what the latest estimate or comparison
 SEEDS = 3  # sweeps, each on its own draw of lengths and arrivals: the estimate is their median, the band their range
 MISSES_TO_SEE = 3  # a step sends enough requests for this many misses at the goodput share's edge
 MAX_STEP_REQUESTS = 2_000
-REFINE_FACTOR = 1.15  # the later sweeps' step up from the first one's capacity
 MIN_START_RPS = 0.05  # the sweep starts at the roofline's rate at the TPOT target, never below this
 
 if TYPE_CHECKING:
@@ -243,9 +242,8 @@ def _swept(plan: Plan, tp: int, budget: TokenBudget, seeds: int = SEEDS) -> Swep
             start = max(size(at_size).expected_rps_at_tpot_target, MIN_START_RPS)
             capacities: list[float | None] = []
             for seed in range(seeds):
-                # Later sweeps start at the first one's capacity with finer steps: they only move the edge.
-                first = capacities[0] if capacities else None
-                sweep = Sweep(start=first, factor=REFINE_FACTOR) if first else Sweep(start=start)
+                # Each sweep on its own, from the same start: their spread is the estimate's uncertainty.
+                sweep = Sweep(start=start)
                 lengths = plan_lengths(at_size, LENGTHS, seed)
                 simulated_sweep(at_size, lengths, targets, replace(settings, seed=seed), sweep, budget)
                 capacities.append(sweep.capacity)
