@@ -5,7 +5,7 @@ step of `capcon bench` with the same settings (console/bench/arrivals.py, same s
 each of a given (prompt tokens, answer tokens, max_tokens), into one simulator
 engine (console/sim; the striding one of console/ahead/whatif_engine.py, which takes
 pure-decode stretches in one stride with the same results: an estimate's three sweeps
-cost 1.1-1.6 s of CPU instead of 3.5-6.7 s) run until every request has finished; goodput counts the
+cost 2.0-2.7 s of CPU instead of several times that) run until every request has finished; goodput counts the
 requests that met every target, from the engine's own TTFT and TPOT. Where the
 live sweep against `capcon sim` lands is then checked against this one, and a plan
 without a measured capacity is estimated with it.
