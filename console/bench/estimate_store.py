@@ -12,6 +12,7 @@ command never fails on its store.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -53,6 +54,7 @@ class Kept:
     version: str
 
 
+@functools.cache  # the sources and the version do not change while a process runs
 def _source_digest() -> str:
     digest = hashlib.sha256()
     for name in MODULES:
@@ -65,6 +67,7 @@ def _source_digest() -> str:
     return digest.hexdigest()
 
 
+@functools.cache
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
 

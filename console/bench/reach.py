@@ -21,7 +21,7 @@ import random
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from console.bench.boundary import percent_text, written
+from console.bench.boundary import percent_text, share_down_text, within, written
 from console.plan.model import TENSOR_PARALLEL_SIZES, Plan
 from console.plan.sizing import usable_bytes, weight_bytes
 from console.sim.engine import Engine
@@ -110,12 +110,11 @@ def reach(plan: Plan, draws: int = DRAWS) -> Reach:
     cap = alone.longest_prompt_within(targets.ttft_p95_seconds, max(longest, 1))
     ttft_missing = tpot_missing = e2e_missing = missing = 0
     for prompt, answer, _ in lengths:
-        ttft = alone.ttft(prompt) if prompt > cap else 0.0
         tpot = alone.tpot(prompt, answer)
         over_ttft = prompt > cap
-        over_tpot = tpot > targets.tpot_p95_seconds * (1 + 1e-9)
-        over_e2e = targets.e2e_p95_seconds is not None and (
-            (ttft or alone.ttft(prompt)) + max(0, answer - 1) * tpot > targets.e2e_p95_seconds
+        over_tpot = not within(tpot, targets.tpot_p95_seconds)
+        over_e2e = targets.e2e_p95_seconds is not None and not within(
+            alone.ttft(prompt) + max(0, answer - 1) * tpot, targets.e2e_p95_seconds
         )
         ttft_missing += over_ttft
         tpot_missing += over_tpot
@@ -145,7 +144,7 @@ def levers(plan: Plan, tp: int, found: Reach) -> list[str]:
             f"cap inputs at {found.input_cap:,} tokens (model.max_model_len: {max_len:,}, or a per-request cap "
             "at the gateway)"
         )
-    out.append(f"goodput_share at most {_down(found.reachable_share)}")
+    out.append(f"goodput_share at most {share_down_text(found.drawn - found.missing, found.drawn)}")
     for larger in (size for size in TENSOR_PARALLEL_SIZES if size > tp):
         if usable_bytes(plan, larger) <= weight_bytes(plan):
             continue
@@ -159,12 +158,6 @@ def levers(plan: Plan, tp: int, found: Reach) -> list[str]:
         if reach(fp8_kv).reachable:
             out.append("kv_precision: fp8 (half the KV each step reads)")
     return out
-
-
-def _down(share: float) -> str:
-    """A share as a percentage rounded down to a tenth: never shown as more than is reachable."""
-    tenths = int(share * 1000 + 1e-9)
-    return percent_text(tenths / 1000)
 
 
 def unreachable_words(plan: Plan, tp: int, found: Reach) -> str:
